@@ -1,0 +1,54 @@
+"""Shared test setup.
+
+GPU tests carry the marker `gpu` and are skipped cleanly where no CUDA device
+is visible (CI). Tests that also need torch or onnxruntime-gpu skip on their
+own, saying which is missing.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # so `import models` finds the builders in models/
+    sys.path.insert(0, str(REPO_ROOT))
+
+
+def _cuda_devices() -> int:
+    try:
+        from trt_fastops import _C
+    except ImportError:
+        return 0
+    return _C.cuda_device_count()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _cuda_devices() > 0:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def ort_library() -> str:
+    import trt_fastops
+
+    return trt_fastops.library_path("ort")
+
+
+@pytest.fixture(scope="session")
+def ort_cuda():
+    """onnxruntime with a working CUDAExecutionProvider, or skip."""
+    ort = pytest.importorskip("onnxruntime")
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("needs onnxruntime-gpu (CUDAExecutionProvider not available)")
+    return ort
