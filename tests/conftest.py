@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:  # so `import models` finds the builders in models/
-    sys.path.insert(0, str(REPO_ROOT))
+# `import models` finds the builders in models/. Appended, not prepended, so an
+# installed trt_fastops (with its native libraries) wins over the source tree.
+if str(REPO_ROOT) not in sys.path:
+    sys.path.append(str(REPO_ROOT))
 
 
 def _cuda_devices() -> int:
