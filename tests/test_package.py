@@ -1,0 +1,58 @@
+"""The installed package: native libraries, their exports, build info."""
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+
+import pytest
+
+import trt_fastops
+from trt_fastops import _C
+
+
+def test_library_paths_exist():
+    for kind in ("ort", "kernels"):
+        path = trt_fastops.library_path(kind)
+        assert path.endswith(f"libtrt_fastops_{kind}.so")
+        ctypes.CDLL(path)  # loads without a GPU (cudart is static)
+
+
+def test_library_path_errors():
+    with pytest.raises(ValueError, match="unknown kind 'bogus'"):
+        trt_fastops.library_path("bogus")
+
+
+def test_ort_library_exports_only_register_custom_ops():
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) not installed")
+    out = subprocess.run([nm, "-D", "--defined-only", trt_fastops.library_path("ort")],
+                         capture_output=True, text=True, check=True).stdout
+    exported = {line.split()[-1] for line in out.splitlines() if line.split()[-2:-1] in (["T"], ["W"])}
+    assert exported == {"RegisterCustomOps"}, exported
+
+
+def test_ort_library_needs_no_shared_cudart():
+    ldd = shutil.which("ldd")
+    if ldd is None:
+        pytest.skip("ldd not available")
+    for kind in ("ort", "kernels"):
+        out = subprocess.run([ldd, trt_fastops.library_path(kind)], capture_output=True, text=True).stdout
+        assert "libcudart.so" not in out, out
+        assert "not found" not in out, out
+
+
+def test_build_info():
+    info = _C.build_info()
+    assert info["version"] == trt_fastops.__version__
+    assert info["cuda_archs"]
+    assert info["ort_api_version"] >= 16
+    for key in ("cudnn_headers", "cudnn_frontend_headers", "cutlass_headers"):
+        assert info[key].count(".") == 2, (key, info[key])
+
+
+def test_device_queries_never_fail():
+    n = _C.cuda_device_count()
+    assert n >= 0
+    assert len(_C.devices()) == n
