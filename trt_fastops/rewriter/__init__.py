@@ -1,0 +1,300 @@
+"""Rewrite ONNX graphs to use the trt_fastops ops.
+
+    from trt_fastops.rewriter import rewrite, rewrite_file
+    result = rewrite(model)                    # onnx.ModelProto, onnx_ir.Model, str or Path
+    result.model                               # the rewritten onnx.ModelProto
+    print(result.report.to_text())             # every rewrite and every refusal
+    rewrite_file("in.onnx", "out.onnx", report_path="report.json")   # external data stays external
+
+Rules (one per module, each an onnxscript RewriteRuleClassBase with pattern / check / rewrite):
+layer_norm, layer_norm_decomposed -> LayerNorm; skip_layer_norm -> SkipLayerNorm;
+rms_norm, rms_norm_decomposed, skip_rms_norm -> RMSNorm. The norm rules run first
+(largest patterns first), then the skip fusions, with dead-code removal after each pass.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Iterable
+
+import onnx
+import onnx_ir as ir
+import onnx_ir.passes.common as ir_passes
+from onnxscript.rewriter import RULE_NAME_TAG
+from onnxscript.rewriter import pattern as orp
+
+from . import layer_norm, layer_norm_decomposed, rms_norm, rms_norm_decomposed, skip_layer_norm, skip_rms_norm
+from ._common import DOMAIN, Recorder, recording
+from ._report import RefusalRecord, RewriteRecord, RewriteReport
+
+__all__ = ["ALL_OPS", "MAX_IR_VERSION", "RewriteError", "RewriteReport", "RewriteResult", "rewrite",
+           "rewrite_file", "rule_modules"]
+
+ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm")
+OPSET_VERSION = 1
+#: ONNX Runtime 1.31 reads IR versions up to 13 (onnx 1.23 writes 14 by default).
+MAX_IR_VERSION = 13
+
+_MODULES = {
+    "LayerNorm": (layer_norm, layer_norm_decomposed),
+    "SkipLayerNorm": (skip_layer_norm,),
+    "RMSNorm": (rms_norm, rms_norm_decomposed, skip_rms_norm),
+}
+
+
+class RewriteError(ValueError):
+    """The model could not be rewritten (missing file, not ONNX, invalid graph, bad arguments)."""
+
+
+@dataclasses.dataclass
+class RewriteResult:
+    ir_model: ir.Model
+    report: RewriteReport
+    _proto: onnx.ModelProto | None = None
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The rewritten model as an onnx.ModelProto (external weights loaded into memory)."""
+        if self._proto is None:
+            self._proto = _to_proto(self.ir_model)
+        return self._proto
+
+
+def rule_modules(ops: Iterable[str] | None = None) -> list:
+    """The rule modules that serve `ops` (None = all), in driver order."""
+    mods = []
+    for op in _normalize_ops(ops):
+        mods += [m for m in _MODULES[op] if m not in mods]
+    return mods
+
+
+def rewrite(model, ops: Iterable[str] | None = None, *, plugin_attributes: bool = False) -> RewriteResult:
+    """Rewrite `model` to use trt_fastops ops.
+
+    model: onnx.ModelProto, onnx_ir.Model (rewritten in place), or the path of an
+    .onnx file. ops: subset of ALL_OPS (None = all). plugin_attributes: add
+    plugin_version="1" / plugin_namespace="trt_fastops" to our nodes (for TensorRT's
+    ONNX parser). Raises RewriteError for unreadable or invalid models.
+    """
+    ops = _normalize_ops(ops)
+    ir_model = _load(model)
+    report = _run(ir_model, ops, plugin_attributes=plugin_attributes)
+    return RewriteResult(ir_model, report)
+
+
+def rewrite_file(in_path, out_path, ops: Iterable[str] | None = None, *, report_path=None,
+                 plugin_attributes: bool = False) -> RewriteResult:
+    """Rewrite the model file `in_path` into `out_path` (and the JSON report into report_path).
+
+    Weights stored as external data stay external: they are written to
+    `<out_path name>.data` next to out_path without being inlined.
+    """
+    ops = _normalize_ops(ops)
+    ir_model = _load_path(in_path)
+    external = any(isinstance(v.const_value, ir.ExternalTensor) for v in ir_model.graph.initializers.values())
+    report = _run(ir_model, ops, plugin_attributes=plugin_attributes)
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if external:
+            ir.save(ir_model, out_path, external_data=out_path.name + ".data")
+        else:
+            ir.save(ir_model, out_path)
+    except OSError as e:
+        raise RewriteError(f"cannot write {out_path}: {e}") from e
+    if report_path is not None:
+        Path(report_path).write_text(report.to_json() + "\n")
+    return RewriteResult(ir_model, report)
+
+
+# ---------------------------------------------------------------------------
+# loading and validation
+# ---------------------------------------------------------------------------
+def _normalize_ops(ops) -> list[str]:
+    if ops is None:
+        return list(ALL_OPS)
+    if isinstance(ops, str):
+        ops = [o.strip() for o in ops.split(",") if o.strip()]
+    ops = list(ops)
+    bad = [o for o in ops if o not in ALL_OPS]
+    if bad:
+        raise RewriteError(f"unknown op(s) {', '.join(map(repr, bad))}; choose from {', '.join(ALL_OPS)}")
+    return [o for o in ALL_OPS if o in ops]  # canonical order, no duplicates
+
+
+def _load_path(path) -> ir.Model:
+    path = Path(os.fspath(path))
+    if not path.exists():
+        raise RewriteError(f"{path}: no such file")
+    if path.is_dir():
+        raise RewriteError(f"{path}: is a directory, expected an .onnx file")
+    try:
+        model = ir.load(path)
+    except Exception as e:  # protobuf DecodeError and friends
+        raise RewriteError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from e
+    _validate(model, str(path))
+    return model
+
+
+def _load(model) -> ir.Model:
+    if isinstance(model, (str, os.PathLike)):
+        return _load_path(model)
+    if isinstance(model, onnx.ModelProto):
+        try:
+            m = ir.serde.deserialize_model(model)
+        except Exception as e:
+            raise RewriteError(f"invalid ONNX model: {type(e).__name__}: {e}") from e
+        _validate(m, "model")
+        return m
+    if isinstance(model, ir.Model):
+        _validate(model, "model")
+        return model
+    raise RewriteError(f"expected an onnx.ModelProto, onnx_ir.Model, str or Path, got {type(model).__name__}")
+
+
+def _validate(model: ir.Model, what: str) -> None:
+    if not model.graph.opset_imports or ("" not in model.graph.opset_imports
+                                          and "ai.onnx" not in model.graph.opset_imports):
+        if len(model.graph) == 0:
+            raise RewriteError(f"{what}: not an ONNX model (no graph nodes and no ONNX opset import)")
+        raise RewriteError(f"{what}: invalid ONNX model: it imports no version of the ONNX opset")
+    try:
+        ir_passes.CheckerPass(full_check=False)(model)
+    except Exception as e:
+        msg = str(e).strip().splitlines()
+        raise RewriteError(f"{what}: invalid ONNX model: {' '.join(msg)[:2000]}") from e
+
+
+def _to_proto(model: ir.Model) -> onnx.ModelProto:
+    if any(isinstance(v.const_value, ir.ExternalTensor) for v in model.graph.initializers.values()):
+        ir.external_data.load_to_model(model)
+    return ir.serde.serialize_model(model)
+
+
+# ---------------------------------------------------------------------------
+# the pipeline
+# ---------------------------------------------------------------------------
+def _stages(ops: list[str]) -> list[list[orp.RewriteRule]]:
+    rules = [r for m in rule_modules(ops) for r in m.rules()]
+    keys = sorted({(r.trt_fastops_rule.STAGE, -r.trt_fastops_rule.size) for r in rules})
+    return [[r for r in rules if (r.trt_fastops_rule.STAGE, -r.trt_fastops_rule.size) == k] for k in keys]
+
+
+def _run(model: ir.Model, ops: list[str], *, plugin_attributes: bool) -> RewriteReport:
+    ir_passes.NameFixPass()(model)  # every node named, for the report
+    ir_passes.ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
+    recorder = Recorder(model.graph)
+    with recording(recorder):
+        for group in _stages(ops):
+            orp.RewriteRuleSet(group).apply_to_model(model)
+            ir_passes.RemoveUnusedNodesPass()(model)
+    ir_passes.RemoveUnusedNodesPass()(model)
+    report = RewriteReport(ops=list(ops))
+    _tidy_names(model, recorder)
+    _collect(model, recorder, report)
+    _finish(model, report, plugin_attributes=plugin_attributes)
+    return report
+
+
+def _tidy_names(model: ir.Model, rec: Recorder) -> None:
+    """'.../SkipLayerNorm_1' -> '.../SkipLayerNorm' where the suffix was only needed while the
+    node it replaced (e.g. our own '.../LayerNorm' of the first stage) still existed."""
+    taken = {n.name for n in model.graph}
+    for node in model.graph:
+        base = rec.generated.get(node.name or "")
+        if base and base != node.name and base not in taken:
+            taken.discard(node.name)
+            node.name = base
+            taken.add(base)
+
+
+def _collect(model: ir.Model, rec: Recorder, report: RewriteReport) -> None:
+    """Events -> report records: chain rewrites (LayerNorm then SkipLayerNorm) back to the
+    original nodes, keep only nodes that are in the final graph, drop refusals of nodes that
+    some other rule did rewrite, and duplicates."""
+    created = {ev.node: ev for ev in rec.rewrites}
+    origin: dict = {}  # our node -> (original nodes, rules)
+    for ev in rec.rewrites:
+        nodes, rules = [], []
+        for n in ev.replaced:
+            if n in origin:
+                sub_nodes, sub_rules = origin[n]
+                nodes += sub_nodes
+                rules += [r for r in sub_rules if r not in rules]
+            else:
+                nodes.append(n)
+        rules.append(ev.rule)
+        origin[ev.node] = (nodes, rules)
+    in_graph = set(model.graph)
+    rewritten_originals = set()
+    for ev in rec.rewrites:
+        if ev.node not in in_graph:
+            continue  # consumed by a later rule (e.g. LayerNorm -> SkipLayerNorm)
+        nodes, rules = origin[ev.node]
+        rewritten_originals.update(nodes)
+        rewritten_originals.update(n for n in ev.replaced if n in created)
+        report.rewrites.append(RewriteRecord(
+            op=ev.node.op_type, node=ev.node.name or "", rules=rules,
+            replaced=[n.name or "" for n in nodes], replaced_ops=[n.op_type for n in nodes],
+            details=dict(ev.details)))
+    kept: list = []
+    for rf in rec.refusals:
+        if any(n in rewritten_originals for n in rf.nodes):
+            continue
+        key_nodes = set(rf.nodes)
+        dup = False
+        for other in kept:
+            if other.rule == rf.rule and other.reason == rf.reason and (
+                    key_nodes <= set(other.nodes) or set(other.nodes) <= key_nodes):
+                if len(key_nodes) > len(other.nodes):
+                    kept[kept.index(other)] = rf
+                dup = True
+                break
+        if not dup:
+            kept.append(rf)
+    order = {n: i for i, n in enumerate(model.graph)}
+    for rf in kept:
+        nodes = sorted(rf.nodes, key=lambda n: order.get(n, -1))
+        report.refusals.append(RefusalRecord(rule=rf.rule, op=rf.op, nodes=[n.name or "" for n in nodes],
+                                             node_ops=[n.op_type for n in nodes], reason=rf.reason))
+
+
+def _finish(model: ir.Model, report: RewriteReport, *, plugin_attributes: bool) -> None:
+    ours = [n for n in model.graph if n.domain == DOMAIN]
+    for node in ours:
+        node.metadata_props.pop(RULE_NAME_TAG, None)
+        for v in node.outputs[1:]:
+            # optional outputs nobody reads are left out ("" in the NodeProto)
+            if not v.uses() and not v.is_graph_output():
+                v.name = ""
+                v.type = None
+                v.shape = None
+        if plugin_attributes:
+            for key, val in (("plugin_version", "1"), ("plugin_namespace", DOMAIN)):
+                if key not in node.attributes:
+                    node.attributes[key] = ir.AttrString(key, val)
+    model.graph.opset_imports[DOMAIN] = OPSET_VERSION
+    model.ir_version = _ir_version(model, report)
+    if model.ir_version < 10:  # NodeProto.metadata_props exists from IR 10 on
+        for node in ours:
+            node.metadata_props.clear()
+    report.ir_version = model.ir_version
+    report.opset_imports = dict(sorted(model.graph.opset_imports.items()))
+
+
+def _ir_version(model: ir.Model, report: RewriteReport) -> int:
+    """The input's IR version, raised to what its opsets need, capped at what ONNX Runtime reads."""
+    need = 3
+    for domain, version in model.graph.opset_imports.items():
+        if domain in ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.training"):
+            try:
+                need = max(need, onnx.helper.find_min_ir_version_for(
+                    [onnx.helper.make_opsetid(domain, version)], ignore_unknown=True))
+            except (ValueError, TypeError):
+                need = max(need, model.ir_version)
+    out = max(min(model.ir_version, MAX_IR_VERSION), need)
+    if out > MAX_IR_VERSION:
+        report.notes.append(f"IR version {out} is needed by the model's opsets; ONNX Runtime 1.31 reads "
+                            f"up to {MAX_IR_VERSION}")
+    return out
