@@ -11,6 +11,8 @@ are registered for CPUExecutionProvider and CUDAExecutionProvider.
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -31,13 +33,22 @@ def _onnxruntime():
     return onnxruntime
 
 
+# SessionOptions that already carry the library: registering it twice into one
+# SessionOptions makes session creation fail ("Domain already set in registry").
+_registered = weakref.WeakSet()
+_registered_lock = threading.Lock()
+
+
 def session_options(so=None):
     """Return `so` (or a new onnxruntime.SessionOptions) with the trt_fastops
-    custom-op library registered."""
+    custom-op library registered (once, however often this is called on it)."""
     ort = _onnxruntime()
     if so is None:
         so = ort.SessionOptions()
-    so.register_custom_ops_library(library_path("ort"))
+    with _registered_lock:
+        if so not in _registered:
+            so.register_custom_ops_library(library_path("ort"))
+            _registered.add(so)
     return so
 
 

@@ -116,7 +116,8 @@ Status check_param_shape(const NormSignature& sig, int idx, const TensorDesc& t,
 }
 
 // Skip: after dropping leading 1s, a suffix of X's shape that covers every
-// normalized dim (broadcast over leading dims only).
+// normalized dim of size > 1 (broadcast over leading dims only), so that Skip
+// viewed as [skip_rows, cols] serves row r from row r % skip_rows.
 Status check_skip_shape(const NormSignature& sig, int idx, const TensorDesc& t,
                         const std::vector<int64_t>& x_dims, int64_t axis, int64_t cols,
                         int64_t* skip_rows) {
@@ -125,13 +126,15 @@ Status check_skip_shape(const NormSignature& sig, int idx, const TensorDesc& t,
   if (!all_known(t.dims) || !all_known(x_dims)) return Status::ok();
   std::vector<int64_t> s = strip_leading_ones(t.dims);
   const size_t rank = x_dims.size();
-  bool ok = s.size() <= rank && rank - s.size() <= size_t(axis);
+  bool ok = s.size() <= rank;
   for (size_t i = 0; ok && i < s.size(); ++i) ok = s[i] == x_dims[rank - s.size() + i];
+  // Normalized dims left uncovered by the stripped suffix must be 1s.
+  for (size_t i = size_t(axis); ok && i + s.size() < rank; ++i) ok = x_dims[i] == 1;
   if (!ok) {
     return Status::errorf(sig.name, ": ", input_ref(sig, idx), " has shape ", format_dims(t.dims),
                           ", expected X's shape ", format_dims(x_dims),
                           " or a suffix of it that covers the normalized dims [", axis, ", ", rank,
-                          ") (Skip broadcasts over leading dims only)");
+                          ") (Skip broadcasts over leading dims only; its leading 1s are ignored)");
   }
   bool overflow = false;
   int64_t numel = dims_product(t.dims, 0, t.dims.size(), &overflow);
