@@ -187,8 +187,10 @@ def _run(model: ir.Model, ops: list[str], *, plugin_attributes: bool) -> Rewrite
     recorder = Recorder(model.graph)
     with recording(recorder):
         for group in _stages(ops):
-            orp.RewriteRuleSet(group).apply_to_model(model)
-            ir_passes.RemoveUnusedNodesPass()(model)
+            if orp.RewriteRuleSet(group).apply_to_model(model):
+                ir_passes.RemoveUnusedNodesPass()(model)
+                # a Sum output may feed nodes placed before the new node
+                ir_passes.TopologicalSortPass()(model)
     ir_passes.RemoveUnusedNodesPass()(model)
     report = RewriteReport(ops=list(ops))
     _tidy_names(model, recorder)

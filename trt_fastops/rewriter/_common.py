@@ -131,8 +131,9 @@ class NormRule(orp.RewriteRuleClassBase):
         self._absorbed = []
         self._details = {}
         try:
-            check_intermediates(context)
             result = self.check(context, **bindings)
+            if result:
+                check_intermediates(context)
         except NotMine as e:
             return MatchResult().fail(e.reason)
         except MatchFailureError as e:

@@ -45,17 +45,18 @@ def skip_problem(skip: ir.Value, x_shape, axis: int) -> str | None:
 
 def _pair(u: ir.Value, v: ir.Value, x_shape, axis: int) -> tuple[SkipPlan | None, str]:
     """X = the full-shaped one of (u, v), Skip = the other; or why neither works."""
-    reasons = []
+    problems = []
     for x, skip in ((u, v), (v, u)):
-        if not _full(x, x_shape):
-            reasons.append(f"{describe(x)} has shape {fmt_shape(shape_of(x))}, not the full shape "
-                           f"{fmt_shape(x_shape)}")
-            continue
-        problem = skip_problem(skip, x_shape, axis)
-        if problem is None:
-            return SkipPlan(x, skip), ""
-        reasons.append(problem)
-    return None, reasons[-1] if reasons else "no valid X/Skip assignment"
+        if _full(x, x_shape):
+            problem = skip_problem(skip, x_shape, axis)
+            if problem is None:
+                return SkipPlan(x, skip), ""
+            problems.append(problem)
+    if problems:
+        return None, problems[0]
+    return None, (f"neither {describe(u)} ({fmt_shape(shape_of(u))}) nor {describe(v)} "
+                  f"({fmt_shape(shape_of(v))}) has the full shape {fmt_shape(x_shape)} of the sum, "
+                  "so neither can be X")
 
 
 def _is_bias(c: ir.Value, x_shape, axis: int) -> bool:

@@ -35,7 +35,7 @@ class DecomposedLayerNorm(NormRule):
 
     def __init__(self, *, scale: bool, bias: bool, cast: bool, root: str = "") -> None:
         parts = [p for p, on in (("scale", scale), ("bias", bias), ("cast", cast)) if on] or ["bare"]
-        super().__init__("+".join(parts) + (f":{root}" if root else ""), size=int(scale) + int(bias))
+        super().__init__("+".join(parts) + (f":{root}" if root else ""), size=int(scale) + int(bias) + int(cast))
         self.has_scale, self.has_bias, self.cast, self.root = scale, bias, cast, root
 
     def pattern(self, op, x, scale, bias, eps, two, one):

@@ -42,7 +42,7 @@ class DecomposedRMSNorm(NormRule):
 
     def __init__(self, *, scale: bool, cast: bool, root: str = "") -> None:
         parts = [p for p, on in (("scale", scale), ("cast", cast)) if on] or ["bare"]
-        super().__init__("+".join(parts) + (f":{root}" if root else ""), size=int(scale))
+        super().__init__("+".join(parts) + (f":{root}" if root else ""), size=int(scale) + int(cast))
         self.has_scale, self.cast, self.root = scale, cast, root
 
     def pattern(self, op, x, scale, eps, two, one):
