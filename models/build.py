@@ -131,7 +131,9 @@ def save(model: onnx.ModelProto, path: str | Path, *, external_data: bool = Fals
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if external_data:
-        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)  # onnx.save_model rewrites the tensors it externalises in place
+        onnx.save_model(copy, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=path.name + ".data", size_threshold=0)
     else:
         onnx.save_model(model, str(path))
