@@ -58,6 +58,9 @@ MODELS: dict[str, Entry] = {
     "bert_tiny_decomposed_cast": _entry(
         T.bert, "BERT (tiny), decomposed layer norm inside Cast to float32 and back (torch x.float()) (opset 13)",
         _BERT, config="tiny", ln="decomposed_cast"),
+    "bert_tiny_dynamic": _entry(
+        T.bert, "BERT (tiny), LayerNormalization, dynamic batch/sequence axes (Reshape with 0 dims, sliced positions)",
+        _BERT, config="tiny", ln="op", dynamic=True),
     "bert_base": _entry(T.bert, "BERT-base sized encoder (12 layers, hidden 768, seq 128), LayerNormalization",
                         None, config="base", ln="op"),
     "gpt_tiny": _entry(T.gpt, "GPT-2-style pre-LN decoder (tiny), causal mask, LayerNormalization (opset 17)",
@@ -107,7 +110,8 @@ def example_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarra
         if inp.name in init:
             continue
         tt = inp.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
+        shape = [d.dim_value if d.HasField("dim_value") else int(props.get(f"dim.{d.dim_param}", 1))
+                 for d in tt.shape.dim]
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
         if inp.name == "input_ids":
             arr = rng.integers(0, vocab, shape)

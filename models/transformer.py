@@ -39,6 +39,8 @@ class Config:
     batch: int = 2
     seq: int = 8
     eps: float = 1e-12
+    #: dynamic batch/sequence axes (dim_params "batch", "sequence"); reshapes copy dims with 0
+    dynamic: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -148,7 +150,8 @@ def rms_norm(g: GraphBuilder, x: str, hidden: int, name: str, *, form: str, opse
 
 
 def split_heads(g: GraphBuilder, x: str, cfg: Config, perm) -> str:
-    r = g.node("Reshape", [x, g.ints([cfg.batch, cfg.seq, cfg.heads, cfg.head_dim])])
+    dims = [0, 0] if cfg.dynamic else [cfg.batch, cfg.seq]
+    r = g.node("Reshape", [x, g.ints(dims + [cfg.heads, cfg.head_dim])])
     return g.node("Transpose", [r], perm=list(perm))
 
 
@@ -169,7 +172,8 @@ def attention_core(g: GraphBuilder, q: str, k: str, v: str, cfg: Config, *, mask
         s = g.node("Add", [s, mask_add])
     p = g.node("Softmax", [s], axis=-1)
     ctx = g.node("Transpose", [g.node("MatMul", [p, vh])], perm=[0, 2, 1, 3])
-    return g.node("Reshape", [ctx, g.ints([cfg.batch, cfg.seq, cfg.hidden])])
+    dims = [0, 0] if cfg.dynamic else [cfg.batch, cfg.seq]
+    return g.node("Reshape", [ctx, g.ints(dims + [cfg.hidden])])
 
 
 def gelu_erf(g: GraphBuilder, x: str) -> str:
@@ -198,9 +202,12 @@ def _rename_output(g: GraphBuilder, value: str, name: str) -> str:
 
 def _finish(g: GraphBuilder, y: str, cfg: Config, opset: int, doc: str, **meta) -> onnx.ModelProto:
     y = _rename_output(g, y, "last_hidden_state")
-    g.outputs.append(onnx.helper.make_tensor_value_info(y, g.onnx_dtype, [cfg.batch, cfg.seq, cfg.hidden]))
+    bs = ["batch", "sequence"] if cfg.dynamic else [cfg.batch, cfg.seq]
+    g.outputs.append(onnx.helper.make_tensor_value_info(y, g.onnx_dtype, bs + [cfg.hidden]))
     model = g.model(opset, doc=doc)
     meta = {"vocab_size": cfg.vocab, "type_vocab_size": cfg.type_vocab, **meta}
+    if cfg.dynamic:  # sizes example_inputs() uses for the dynamic axes
+        meta.update({"dim.batch": cfg.batch, "dim.sequence": cfg.seq})
     onnx.helper.set_model_props(model, {k: str(v) for k, v in meta.items()})
     return model
 
@@ -210,25 +217,33 @@ def _finish(g: GraphBuilder, y: str, cfg: Config, opset: int, doc: str, **meta) 
 # ---------------------------------------------------------------------------
 def bert(config: str | Config = "tiny", *, ln: str = "op", opset: int | None = None,
          dtype: str = "float32", seed: int = 0, batch: int | None = None, seq: int | None = None,
-         layers: int | None = None) -> onnx.ModelProto:
+         layers: int | None = None, dynamic: bool = False) -> onnx.ModelProto:
     """BERT encoder; `ln` picks the layer-norm form (LN_FORMS).
 
     Default opsets: 17 for the LayerNormalization op, 13 (ReduceMean axes as an
     attribute) for the decomposed forms; pass opset=18 for axes as an input.
     """
-    cfg = _config(config, batch=batch, seq=seq, layers=layers)
+    cfg = _config(config, batch=batch, seq=seq, layers=layers, dynamic=dynamic or None)
     opset = opset or (17 if ln == "op" else 13)
     g = GraphBuilder(f"bert_{ln}", dtype=dtype, seed=seed)
     B, S, H = cfg.batch, cfg.seq, cfg.hidden
-    ids = g.input("input_ids", TensorProto.INT64, [B, S])
-    types = g.input("token_type_ids", TensorProto.INT64, [B, S])
-    mask = g.input("attention_mask", TensorProto.INT64, [B, S])
+    BS = ["batch", "sequence"] if cfg.dynamic else [B, S]
+    ids = g.input("input_ids", TensorProto.INT64, BS)
+    types = g.input("token_type_ids", TensorProto.INT64, BS)
+    mask = g.input("attention_mask", TensorProto.INT64, BS)
     norm = dict(form=ln, opset=opset, eps=cfg.eps)
 
     with g.scope("embeddings"):
         word = g.node("Gather", [g.weight("embeddings.word_embeddings.weight", (cfg.vocab, H)), ids])
         tok = g.node("Gather", [g.weight("embeddings.token_type_embeddings.weight", (cfg.type_vocab, H)), types])
-        pos_ids = g.tensor("embeddings.position_ids", np.arange(S, dtype=np.int64)[None, :])
+        if cfg.dynamic:
+            # position_ids[:, :seq_len] as torch.onnx writes the slice of the buffer
+            all_pos = g.tensor("embeddings.position_ids", np.arange(cfg.max_positions, dtype=np.int64)[None, :])
+            seq_len = g.node("Unsqueeze", [g.node("Gather", [g.node("Shape", [ids]), g.const(1, np.int64)],
+                                                  axis=0), g.ints([0])])
+            pos_ids = g.node("Slice", [all_pos, g.ints([0]), seq_len, g.ints([1])])
+        else:
+            pos_ids = g.tensor("embeddings.position_ids", np.arange(S, dtype=np.int64)[None, :])
         pos = g.node("Gather", [g.weight("embeddings.position_embeddings.weight", (cfg.max_positions, H)), pos_ids])
         e = g.node("Add", [g.node("Add", [word, tok]), pos])
         h = layer_norm(g, e, H, "embeddings.LayerNorm", **norm)

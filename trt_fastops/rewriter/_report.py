@@ -24,6 +24,8 @@ class RewriteRecord:
             extra.append("Sum output feeds the residual stream")
         if self.details.get("bias"):
             extra.append("Linear bias folded in")
+        if self.details.get("shapes_assumed"):
+            extra.append("dynamic X/Skip dims not provably compatible; the op checks them at run time")
         return f"  rewrote  {self.op} '{self.node}' <- {nodes}  ({'; '.join(extra)})"
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ._common import (Refuse, const_array, describe, drop_leading_ones, fmt_shape, has_other_uses, producer_of,
-                      same_shape, shape_of)
+                      same_dim, same_shape, shape_of)
 
 
 @dataclasses.dataclass
@@ -23,6 +23,8 @@ class SkipPlan:
     skip: ir.Value
     bias: ir.Value | None = None
     absorbed: ir.Node | None = None
+    #: X and Skip have dynamic dims that could not be proven equal (see _assumed_pair)
+    assumed: bool = False
 
 
 def _full(v: ir.Value, x_shape) -> bool:
@@ -54,9 +56,29 @@ def _pair(u: ir.Value, v: ir.Value, x_shape, axis: int) -> tuple[SkipPlan | None
             problems.append(problem)
     if problems:
         return None, problems[0]
+    plan = _assumed_pair(u, v, len(x_shape), axis)
+    if plan is not None:
+        return plan, ""
     return None, (f"neither {describe(u)} ({fmt_shape(shape_of(u))}) nor {describe(v)} "
                   f"({fmt_shape(shape_of(v))}) has the full shape {fmt_shape(x_shape)} of the sum, "
                   "so neither can be X")
+
+
+def _assumed_pair(u: ir.Value, v: ir.Value, rank: int, axis: int) -> SkipPlan | None:
+    """Dynamic shapes: shape inference often cannot prove that two residual-stream tensors of
+    shape [batch, seq, H] have equal dims. Accept X=u, Skip=v when both have the sum's rank,
+    equal normalized dims, and no leading dim that is statically 1 on one side only (a real
+    broadcast). Should the dims differ at run time, the op reports a shape error."""
+    su, sv = shape_of(u), shape_of(v)
+    if su is None or sv is None or len(su) != rank or len(sv) != rank:
+        return None
+    for i, (a, b) in enumerate(zip(su, sv)):
+        if i >= axis:
+            if not (isinstance(a, int) and same_dim(a, b)):
+                return None
+        elif (a == 1) != (b == 1):
+            return None
+    return SkipPlan(u, v, assumed=True)
 
 
 def _is_bias(c: ir.Value, x_shape, axis: int) -> bool:
@@ -71,9 +93,8 @@ def _is_bias(c: ir.Value, x_shape, axis: int) -> bool:
 def plan_skip(add: ir.Node, x_shape, axis: int) -> SkipPlan:
     """Choose X, Skip and (absorbed) Bias for s = add(a, b); raise Refuse if nothing fits."""
     a, b = add.inputs[0], add.inputs[1]
-    if x_shape is None or any(d is None for d in x_shape):
-        raise Refuse(f"the shape of {describe(add.outputs[0])} is not fully known "
-                     f"({fmt_shape(x_shape)}); cannot check Skip broadcasting", add)
+    if x_shape is None:
+        raise Refuse(f"the rank of {describe(add.outputs[0])} is unknown; cannot check Skip broadcasting", add)
     for inner_val, other in ((a, b), (b, a)):
         inner = producer_of(inner_val, "Add")
         if inner is None or has_other_uses(inner_val, add):

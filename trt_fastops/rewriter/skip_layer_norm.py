@@ -66,7 +66,7 @@ class SkipLayerNormFusion(NormRule):
         ln = y.producer()
         plan = self._plan
         beta = ln.inputs[2] if len(ln.inputs) > 2 else None
-        self.note(sum_output=has_other_uses(s, ln), bias=plan.bias is not None)
+        self.note(sum_output=has_other_uses(s, ln), bias=plan.bias is not None, shapes_assumed=plan.assumed)
         outs = self.emit(op, OP, [plan.x, plan.skip, ln.inputs[1], beta, plan.bias], 4,
                          axis=attr_int(ln, "axis", -1), epsilon=attr_float(ln, "epsilon", 1e-5))
         y_new, mean, inv, total = outs

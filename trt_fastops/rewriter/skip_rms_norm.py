@@ -51,7 +51,7 @@ class SkipRMSNormFusion(NormRule):
     def rewrite(self, op, s: ir.Value, y: ir.Value, scale: ir.Value, **_):
         node = y.producer()
         plan = self._plan
-        self.note(sum_output=has_other_uses(s, node), bias=plan.bias is not None)
+        self.note(sum_output=has_other_uses(s, node), bias=plan.bias is not None, shapes_assumed=plan.assumed)
         y_new, total = self.emit(op, OP, [plan.x, scale, plan.skip, plan.bias], 2,
                                  axis=attr_int(node, "axis", -1), epsilon=attr_float(node, "epsilon", 1e-5),
                                  stash_type=1)
