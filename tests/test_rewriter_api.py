@@ -73,6 +73,19 @@ def test_rewrite_file_keeps_external_data_external(tmp_path):
     assert all(t.data_location != onnx.TensorProto.EXTERNAL for t in result.model.graph.initializer)
 
 
+def test_rewrite_file_in_place_with_external_data(tmp_path, caplog):
+    path = tmp_path / "gpt.onnx"
+    model = B.build("gpt_tiny")
+    B.save(model, path, external_data=True)
+    result = rewrite_file(path, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpt.onnx", "gpt.onnx.data"]
+    assert not [r for r in caplog.records if "invalidated" in r.getMessage()]
+    loaded = onnx.load(str(path))
+    assert our_ops(loaded) == ["SkipLayerNorm"] * 5
+    feeds = B.example_inputs(model)
+    np.testing.assert_allclose(run_reference(loaded, feeds)[0], run_reference(result.model, feeds)[0])
+
+
 def test_rewrite_file_inline_stays_inline(tmp_path, bert):
     src = tmp_path / "bert.onnx"
     onnx.save(bert, str(src))

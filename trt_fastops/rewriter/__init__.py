@@ -98,7 +98,11 @@ def rewrite_file(in_path, out_path, ops: Iterable[str] | None = None, *, report_
     out_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         if external:
-            ir.save(ir_model, out_path, external_data=out_path.name + ".data")
+            data = out_path.name + ".data"
+            if _reads_from(ir_model, out_path.parent / data):
+                # rewriting in place: the weights must be read before their file is replaced
+                ir.external_data.load_to_model(ir_model)
+            ir.save(ir_model, out_path, external_data=data)
         else:
             ir.save(ir_model, out_path)
     except OSError as e:
@@ -106,6 +110,17 @@ def rewrite_file(in_path, out_path, ops: Iterable[str] | None = None, *, report_
     if report_path is not None:
         Path(report_path).write_text(report.to_json() + "\n")
     return RewriteResult(ir_model, report)
+
+
+def _reads_from(model: ir.Model, data_path: Path) -> bool:
+    if not data_path.exists():
+        return False
+    target = data_path.resolve()
+    for v in model.graph.initializers.values():
+        t = v.const_value
+        if isinstance(t, ir.ExternalTensor) and Path(t.path).resolve() == target:
+            return True
+    return False
 
 
 # ---------------------------------------------------------------------------
