@@ -2,4 +2,15 @@
 
 Each builder returns an onnx.ModelProto written in the op patterns real exporters
 produce, with random weights; no network is needed.
+
+    python -m models.build list                       # every named model
+    python -m models.build bert_tiny -o /tmp/x.onnx   # [--dtype float16] [--seed N] [--external-data]
+    from models.build import build, example_inputs    # build("llama_tiny", dtype="float16")
+
+Modules:
+    build          named models (bert_tiny, bert_tiny_decomposed*, bert_tiny_dynamic, bert_base,
+                   gpt_tiny*, llama_tiny*), example_inputs(), save(), the CLI
+    transformer    BERT / GPT-2 / Llama builders with every layer-norm / RMS-norm form
+    norm_patterns  single-norm graphs with switches for each rewriter check (tests)
+    reference      numpy references of the trt_fastops ops for onnx.reference (run_reference)
 """
