@@ -18,18 +18,21 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.append(str(REPO_ROOT))
 
 
-def _cuda_devices() -> int:
+def _cuda_devices() -> tuple[int, str]:
+    """(visible CUDA devices, why none) — an import failure is reported, not hidden."""
     try:
         from trt_fastops import _C
-    except ImportError:
-        return 0
-    return _C.cuda_device_count()
+    except ImportError as e:
+        return 0, f"trt_fastops._C does not import ({e})"
+    n = _C.cuda_device_count()
+    return n, "" if n else "no CUDA GPU visible"
 
 
 def pytest_collection_modifyitems(config, items):
-    if _cuda_devices() > 0:
+    n, why = _cuda_devices()
+    if n > 0:
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible)")
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {why}")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

@@ -2,11 +2,12 @@
 // Op bindings live beside this file (norm_bindings.cc, ...), one register_* per op family.
 #include <pybind11/pybind11.h>
 
-#include <cuda_runtime_api.h>
 #include <cudnn_version.h>
 #include <cudnn_frontend_version.h>
 #include <cutlass/version.h>
 #include <onnxruntime_c_api.h>
+
+#include "plugins/common/device.h"
 
 namespace py = pybind11;
 
@@ -16,22 +17,12 @@ void register_norm_bindings(py::module_& m);
 
 namespace {
 
-int cuda_device_count() {
-  int n = 0;
-  // No driver or no device means "no GPU", not an error.
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
 py::dict build_info() {
   py::dict d;
   d["version"] = TRT_FASTOPS_VERSION;
   d["cuda_archs"] = TRT_FASTOPS_CUDA_ARCHS;
   d["cuda_compiler"] = TRT_FASTOPS_CUDA_VERSION;
-  d["cuda_runtime"] = CUDART_VERSION;
+  d["cuda_runtime"] = trt_fastops::cuda_runtime_version();
   d["ort_api_version"] = ORT_API_VERSION;
   d["cudnn_headers"] = std::to_string(CUDNN_MAJOR) + "." + std::to_string(CUDNN_MINOR) + "." +
                        std::to_string(CUDNN_PATCHLEVEL);
@@ -45,15 +36,15 @@ py::dict build_info() {
 
 py::list devices() {
   py::list out;
-  for (int i = 0, n = cuda_device_count(); i < n; ++i) {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+  for (int i = 0, n = trt_fastops::cuda_device_count(); i < n; ++i) {
+    trt_fastops::DeviceInfo info;
+    if (!trt_fastops::cuda_device_info(i, &info).is_ok()) continue;
     py::dict d;
     d["index"] = i;
-    d["name"] = std::string(prop.name);
-    d["capability"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
-    d["memory_bytes"] = static_cast<long long>(prop.totalGlobalMem);
-    d["multiprocessors"] = prop.multiProcessorCount;
+    d["name"] = info.name;
+    d["capability"] = std::to_string(info.major) + "." + std::to_string(info.minor);
+    d["memory_bytes"] = info.memory_bytes;
+    d["multiprocessors"] = info.multiprocessors;
     out.append(d);
   }
   return out;
@@ -64,7 +55,7 @@ py::list devices() {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "trt_fastops native module: build info, devices, direct kernel calls";
   m.def("build_info", &build_info, "Versions and CUDA architectures this build was made with");
-  m.def("cuda_device_count", &cuda_device_count, "Number of visible CUDA devices (0 without a driver)");
+  m.def("cuda_device_count", &trt_fastops::cuda_device_count, "Number of visible CUDA devices (0 without a driver)");
   m.def("devices", &devices, "Properties of the visible CUDA devices");
   trt_fastops::python::register_norm_bindings(m);
 }

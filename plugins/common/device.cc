@@ -1,0 +1,31 @@
+#include "plugins/common/device.h"
+
+#include <cuda_runtime_api.h>
+
+#include "plugins/common/cuda_status.h"
+
+namespace trt_fastops {
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+Status cuda_device_info(int index, DeviceInfo* info) {
+  cudaDeviceProp prop{};
+  TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties"));
+  info->name = prop.name;
+  info->major = prop.major;
+  info->minor = prop.minor;
+  info->memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+  info->multiprocessors = prop.multiProcessorCount;
+  return Status::ok();
+}
+
+int cuda_runtime_version() { return CUDART_VERSION; }
+
+}  // namespace trt_fastops
