@@ -152,11 +152,11 @@ def norm_op(shape=(2, 4, 16), *, kind="layer", dtype="float32", opset=None, axis
     if stash_type is not None:
         attrs["stash_type"] = stash_type
     if kind == "rms":
-        y = g.node("RMSNormalization", [src, w], outputs=["y"], **attrs)
+        g.node("RMSNormalization", [src, w], outputs=["y"], **attrs)
     else:
         ins = [src, w] + ([g.weight("bias", pshape, std=0.1)] if bias else [])
         names = ["y", "mean", "inv_std_dev"] if mean_outputs else ["y"]
-        y = g.node("LayerNormalization", ins, outputs=names, **attrs)
+        g.node("LayerNormalization", ins, outputs=names, **attrs)
         if mean_outputs:
             outs += ["mean", "inv_std_dev"]
     return _finish(g, "y", shape, opset, outs)

@@ -277,6 +277,9 @@ def _collect(model: ir.Model, rec: Recorder, report: RewriteReport) -> None:
         if ev.node not in in_graph:
             continue  # consumed by a later rule (e.g. LayerNorm -> SkipLayerNorm)
         nodes, rules = origin[ev.node]
+        if "sum_output" in ev.details:  # from the final graph, not the graph at rewrite time
+            total = ev.node.outputs[3 if ev.node.op_type == "SkipLayerNorm" else 1]
+            ev.details["sum_output"] = bool(total.uses()) or total.is_graph_output()
         rewritten_originals.update(nodes)
         rewritten_originals.update(n for n in ev.replaced if n in created)
         report.rewrites.append(RewriteRecord(

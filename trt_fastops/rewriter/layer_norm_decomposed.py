@@ -18,12 +18,12 @@ value used outside the pattern.
 from __future__ import annotations
 
 import onnx_ir as ir
+from onnxscript.rewriter import pattern as orp
 from onnxscript.rewriter._basics import MatchResult
 
-from ._common import (NormRule, Refuse, binop, const_scalar, describe, either, normalized, ones_like_param,
+from ._common import (NormRule, binop, const_scalar, describe, either, normalized, ones_like_param,
                       rank_of, reduce_axes, require_const_value, require_float_dtype, require_param_shape,
                       require_same_dtype, shape_of, trailing_axis)
-from onnxscript.rewriter import pattern as orp
 
 RULE = "layer_norm_decomposed"
 OP = "LayerNorm"
