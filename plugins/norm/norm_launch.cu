@@ -1,13 +1,272 @@
-// Launcher for the layer-norm family (placeholder until the kernels land).
+// Launcher for the layer-norm family: validates NormParams, picks a kernel
+// variant (see norm_kernels.cuh) and enqueues it. Never synchronises, never
+// allocates, so it is safe under CUDA-graph capture.
+//
+// Variant choice (VEC = 16 / sizeof(T): 4 floats or 8 halves; "vectorisable" =
+// cols % VEC == 0 and every pointer read or written per column 16-byte aligned):
+//   warp     vectorisable, cols <= 32 * 4 * VEC (1024 for 16-bit types, 512 for fp32):
+//            one warp per row, 1, 2 or 4 vectors per lane.
+//   block    vectorisable, cols <= 1024 * 4 * VEC (32768 for 16-bit, 16384 for fp32):
+//            one CTA per row, 4 vectors per thread, the smallest CTA (64..1024)
+//            that holds the row.
+//   generic  anything else: row cached in shared memory when 4 * cols bytes fit
+//            the device's opt-in limit, else three passes over global memory.
+// Why these (H100, fp16/bf16/fp32, hidden 512..32768, see bench/NOTES-norms.md):
+// a thread must keep ~64 bytes of loads in flight and the SM ~1024 threads, so
+// the fewest threads per row with 4 vectors each wins over wider CTAs; at 64
+// registers (4 x 16-byte vectors of row as floats plus addresses) 1024 threads fit.
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "plugins/common/cuda_utils.cuh"
+#include "plugins/common/dispatch.cuh"
 #include "plugins/norm/norm.h"
+#include "plugins/norm/norm_kernels.cuh"
 
 namespace trt_fastops::norm {
+namespace {
 
-cudaError_t launch_norm(const NormParams& p, cudaStream_t stream) {
-  if (p.rows == 0) return cudaSuccess;
-  return cudaErrorNotYetImplemented;
+constexpr int kWarpRows = 4;        // rows (warps) per CTA on the warp path
+constexpr int kWarpMaxItems = 4;    // vectors per lane on the warp path: 1, 2 or 4
+constexpr int kBlockItems = 4;      // vectors per thread on the block path
+constexpr int kBlockMinDim = 64;    // block path: 64..1024 threads
+constexpr int kBlockMaxDim = 1024;
+constexpr int kGenericSmallBlock = 128;
+constexpr int kGenericBlock = 512;
+constexpr int64_t kMaxGrid = int64_t(1) << 16;  // CTAs; more rows go grid-stride
+// Room left for the kernels' static shared memory when sizing the row cache.
+constexpr int kStaticSmemReserve = 1024;
+constexpr int kDefaultSmem = 48 * 1024;  // available without opting in
+
+enum class Path { none, warp, block, generic_smem, generic_multipass, invalid };
+
+struct Plan {
+  Path path = Path::invalid;
+  int block = 0;        // threads per CTA
+  int items = 0;        // vectors per thread (warp / block paths)
+  size_t smem = 0;      // dynamic shared memory bytes
+  unsigned grid = 0;    // CTAs
+};
+
+bool params_valid(const NormParams& p) {
+  if (p.kind != NormKind::layer && p.kind != NormKind::rms) return false;
+  if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16) return false;
+  if (p.cols <= 0 || p.rows < 0) return false;
+  if (p.rows == 0) return true;  // nothing is read or written; empty tensors may have null data
+  if (p.rows > std::numeric_limits<int64_t>::max() / p.cols) return false;
+  if (p.x == nullptr || p.gamma == nullptr || p.y == nullptr) return false;
+  if (p.skip != nullptr && (p.skip_rows <= 0 || p.rows % p.skip_rows != 0)) return false;
+  if (p.kind == NormKind::rms && p.mean_out != nullptr) return false;  // RMSNorm has no mean
+  return true;
 }
 
-const char* norm_kernel_name(const NormParams& p) { return "none"; }
+// Largest dynamic shared memory a CTA may opt into on `device`, queried once per
+// device (cached; racing first calls store the same value).
+constexpr int kCachedDevices = 64;
+std::atomic<int> g_optin_smem[kCachedDevices];  // 0: not queried yet
+
+int max_optin_smem(int device) {
+  if (device >= 0 && device < kCachedDevices) {
+    const int cached = g_optin_smem[device].load(std::memory_order_relaxed);
+    if (cached > 0) return cached;
+  }
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+      value <= 0) {
+    cudaGetLastError();  // a failed query is not the caller's error: assume the default
+    return kDefaultSmem;
+  }
+  if (device >= 0 && device < kCachedDevices) g_optin_smem[device].store(value, std::memory_order_relaxed);
+  return value;
+}
+
+bool vector_ok(const NormParams& p, int vec) {
+  if (p.cols % vec != 0) return false;
+  const bool aligned = is_aligned(p.x, 16) && is_aligned(p.y, 16) && is_aligned(p.skip, 16) &&
+                       is_aligned(p.bias, 16) && is_aligned(p.sum_out, 16) &&
+                       (p.gamma_scalar || is_aligned(p.gamma, 16)) &&
+                       (p.beta_scalar || is_aligned(p.beta, 16));
+  return aligned;
+}
+
+unsigned grid_for(int64_t ctas) { return static_cast<unsigned>(ctas < kMaxGrid ? ctas : kMaxGrid); }
+
+// optin_smem: the device's opt-in shared memory per CTA (decides cached vs multi-pass).
+Plan make_plan(const NormParams& p, int optin_smem) {
+  Plan plan;
+  if (!params_valid(p)) return plan;
+  if (p.rows == 0) {
+    plan.path = Path::none;
+    return plan;
+  }
+  const int vec = 16 / static_cast<int>(dtype_size(p.dtype));
+  if (vector_ok(p, vec)) {
+    const int64_t nvec = p.cols / vec;
+    if (nvec <= int64_t(kWarpSize) * kWarpMaxItems) {
+      plan.path = Path::warp;
+      plan.block = kWarpRows * kWarpSize;
+      plan.items = nvec <= kWarpSize ? 1 : nvec <= 2 * kWarpSize ? 2 : 4;
+      plan.grid = grid_for((p.rows + kWarpRows - 1) / kWarpRows);
+      return plan;
+    }
+    if (nvec <= int64_t(kBlockMaxDim) * kBlockItems) {
+      plan.path = Path::block;
+      plan.items = kBlockItems;
+      plan.block = kBlockMinDim;
+      while (int64_t(plan.block) * kBlockItems < nvec) plan.block *= 2;
+      plan.grid = grid_for(p.rows);
+      return plan;
+    }
+  }
+  plan.block = p.cols <= 4 * kGenericSmallBlock ? kGenericSmallBlock : kGenericBlock;
+  plan.grid = grid_for(p.rows);
+  const int64_t cache_bytes = p.cols * int64_t(sizeof(float));
+  if (cache_bytes <= int64_t(optin_smem) - kStaticSmemReserve) {
+    plan.path = Path::generic_smem;
+    plan.smem = static_cast<size_t>(cache_bytes);
+  } else {
+    plan.path = Path::generic_multipass;
+  }
+  return plan;
+}
+
+template <typename T>
+NormArgs<T> make_args(const NormParams& p) {
+  NormArgs<T> a;
+  a.x = static_cast<const T*>(p.x);
+  a.skip = static_cast<const T*>(p.skip);
+  a.bias = static_cast<const T*>(p.bias);
+  a.gamma = static_cast<const T*>(p.gamma);
+  a.beta = static_cast<const T*>(p.beta);
+  a.y = static_cast<T*>(p.y);
+  a.sum_out = static_cast<T*>(p.sum_out);
+  a.mean_out = p.mean_out;
+  a.rstd_out = p.rstd_out;
+  a.rows = p.rows;
+  a.cols = p.cols;
+  a.skip_rows = p.skip != nullptr ? p.skip_rows : 1;
+  a.epsilon = p.epsilon;
+  a.inv_cols = static_cast<float>(1.0 / static_cast<double>(p.cols));
+  a.rms = p.kind == NormKind::rms;
+  a.gamma_scalar = p.gamma_scalar;
+  a.beta_scalar = p.beta_scalar;
+  return a;
+}
+
+// Lets `kernel` use up to the device's opt-in shared memory, once per device
+// (`done` holds one bit per device, per kernel instantiation). Setting the
+// maximum rather than this launch's size keeps concurrent launches from
+// lowering each other's limit.
+template <typename Kernel>
+cudaError_t allow_optin_smem(Kernel kernel, std::atomic<uint64_t>& done, int device, int optin_smem) {
+  const bool cacheable = device >= 0 && device < 64;
+  const uint64_t bit = cacheable ? uint64_t(1) << device : 0;
+  if (cacheable && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               optin_smem - kStaticSmemReserve);
+  if (err != cudaSuccess) return err;
+  if (cacheable) done.fetch_or(bit, std::memory_order_acq_rel);
+  return cudaSuccess;
+}
+
+cudaError_t launch_plan(const NormParams& p, const Plan& plan, cudaStream_t stream, int device,
+                        int optin_smem) {
+  return dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
+    using T = typename decltype(tag)::type;
+    const NormArgs<T> args = make_args<T>(p);
+    switch (plan.path) {
+      case Path::warp:
+        return dispatch_int<1, 2, 4>(plan.items, [&](auto ITEMS) {
+          norm_warp_kernel<T, ITEMS.value, kWarpRows>
+              <<<plan.grid, kWarpRows * kWarpSize, 0, stream>>>(args);
+          return cudaGetLastError();
+        });
+      case Path::block:
+        return dispatch_block_dim<64, 128, 256, 512, 1024>(plan.block, [&](auto BLOCK) {
+          norm_block_kernel<T, BLOCK.value, kBlockItems><<<plan.grid, BLOCK.value, 0, stream>>>(args);
+          return cudaGetLastError();
+        });
+      case Path::generic_smem:
+      case Path::generic_multipass:
+        return dispatch_bool(plan.path == Path::generic_smem, [&](auto CACHE) {
+          return dispatch_block_dim<kGenericSmallBlock, kGenericBlock>(plan.block, [&](auto BLOCK) {
+            auto* kernel = norm_generic_kernel<T, BLOCK.value, CACHE.value>;
+            if constexpr (CACHE.value) {
+              if (plan.smem > size_t(kDefaultSmem)) {
+                static std::atomic<uint64_t> done{0};
+                const cudaError_t err = allow_optin_smem(kernel, done, device, optin_smem);
+                if (err != cudaSuccess) return err;
+              }
+            }
+            kernel<<<plan.grid, BLOCK.value, plan.smem, stream>>>(args);
+            return cudaGetLastError();
+          });
+        });
+      case Path::none:
+        return cudaSuccess;
+      case Path::invalid:
+        break;
+    }
+    return cudaErrorInvalidValue;
+  });
+}
+
+const char* type_name(DType t) { return dtype_name(t); }
+
+// Interned names: stable pointers for the process lifetime.
+const char* intern(std::string name) {
+  static std::mutex mu;
+  static std::set<std::string> names;
+  std::lock_guard<std::mutex> lock(mu);
+  return names.insert(std::move(name)).first->c_str();
+}
+
+}  // namespace
+
+cudaError_t launch_norm(const NormParams& p, cudaStream_t stream) {
+  if (!params_valid(p)) return cudaErrorInvalidValue;
+  if (p.rows == 0) return cudaSuccess;
+  int device = 0;
+  const cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  const int optin_smem = max_optin_smem(device);
+  return launch_plan(p, make_plan(p, optin_smem), stream, device, optin_smem);
+}
+
+const char* norm_kernel_name(const NormParams& p) {
+  if (!params_valid(p)) return "invalid";
+  if (p.rows == 0) return "none";
+  int device = 0;
+  int optin_smem = kDefaultSmem;
+  if (cudaGetDevice(&device) == cudaSuccess) {
+    optin_smem = max_optin_smem(device);
+  } else {
+    cudaGetLastError();
+  }
+  const Plan plan = make_plan(p, optin_smem);
+  const std::string t = type_name(p.dtype);
+  const int vec = 16 / static_cast<int>(dtype_size(p.dtype));
+  switch (plan.path) {
+    case Path::warp:
+      return intern("norm_warp<" + t + ",vec" + std::to_string(vec) + ",items" +
+                    std::to_string(plan.items) + ",rows" + std::to_string(kWarpRows) + ">");
+    case Path::block:
+      return intern("norm_block<" + t + ",vec" + std::to_string(vec) + ",items" +
+                    std::to_string(plan.items) + ",block" + std::to_string(plan.block) + ">");
+    case Path::generic_smem:
+      return intern("norm_generic_smem<" + t + ",block" + std::to_string(plan.block) + ">");
+    case Path::generic_multipass:
+      return intern("norm_generic_multipass<" + t + ",block" + std::to_string(plan.block) + ">");
+    case Path::none:
+      return "none";
+    case Path::invalid:
+      break;
+  }
+  return "invalid";
+}
 
 }  // namespace trt_fastops::norm

@@ -1,0 +1,343 @@
+// Device code for the layer-norm family (LayerNorm, SkipLayerNorm, RMSNorm).
+// Per-row math: see plugins/norm/norm.h. Three kernels, all float32 math:
+//
+//   norm_warp_kernel     one warp per row, WARPS rows per CTA, ITEMS 16-byte vectors
+//                        per lane in registers, shuffle reductions only (short rows).
+//   norm_block_kernel    one CTA per row, ITEMS 16-byte vectors per thread in
+//                        registers, block all-reduce through a tiny shared array.
+//   norm_generic_kernel  one CTA per row, scalar loads (any alignment, any cols);
+//                        the row is cached as float in dynamic shared memory when
+//                        CACHE, else re-read from global memory on every pass.
+//
+// Optional inputs/outputs and the norm kind are runtime branches on values that
+// are uniform across the CTA, so they never diverge and never multiply the
+// instantiation count. Rows are visited grid-stride with 64-bit indices.
+#pragma once
+
+#include <cstdint>
+
+#include "plugins/common/cuda_utils.cuh"
+
+namespace trt_fastops::norm {
+
+template <typename T>
+struct NormArgs {
+  const T* x;
+  const T* skip;  // null: no skip
+  const T* bias;  // null: no bias
+  const T* gamma;
+  const T* beta;  // null: no beta
+  T* y;
+  T* sum_out;       // null: not wanted
+  float* mean_out;  // null: not wanted
+  float* rstd_out;  // null: not wanted
+  int64_t rows;
+  int64_t cols;
+  int64_t skip_rows;
+  float epsilon;
+  float inv_cols;  // 1 / cols, rounded once on the host
+  bool rms;        // mean is 0 (RMSNorm)
+  bool gamma_scalar;
+  bool beta_scalar;
+};
+
+// ---------------------------------------------------------------------------
+// Register-resident rows (paths A and B).
+
+// Elements of a row (nvec vectors of VEC) that warp `warp` holds when THREADS
+// threads own vectors tid + i * THREADS, i < ITEMS.
+template <int VEC, int ITEMS, int THREADS>
+__device__ __forceinline__ int warp_elements(int warp, int nvec) {
+  int n = 0;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int left = nvec - (warp * kWarpSize + i * THREADS);
+    n += left <= 0 ? 0 : left >= kWarpSize ? kWarpSize : left;
+  }
+  return n * VEC;
+}
+
+// Normalises one row held in registers. THREADS threads share the row; thread
+// `tid` owns vectors tid, tid + THREADS, ..., ITEMS of them (some past the end
+// of a short row). `reduce` sums a float over those THREADS threads and returns
+// the total to each; every thread calls it the same number of times.
+//
+// The load/convert phase is straight-line code: a vector past the row end (or
+// a missing skip / bias) loads as zeros instead of branching, so the compiler
+// issues every load of the row before the first arithmetic and keeps only the
+// raw packs and the float row live (no per-item branches to schedule around).
+template <typename T, int ITEMS, int THREADS>
+__device__ __forceinline__ void norm_row_in_registers(const NormArgs<T>& a, int64_t row, int tid,
+                                                      float2 (*scratch)[THREADS / kWarpSize],
+                                                      int& phase) {
+  constexpr int VEC = Pack<T>::N;
+  const int nvec = static_cast<int>(a.cols / VEC);
+  const int64_t base = row * a.cols;
+  const bool has_skip = a.skip != nullptr;
+  const bool has_bias = a.bias != nullptr;
+  const T* skip_row =
+      has_skip ? a.skip + (row < a.skip_rows ? row : row % a.skip_rows) * a.cols : a.x;
+  // Per-column parameters are re-derived per row from opaque pointers: hoisting
+  // ITEMS addresses each out of the row loop would pin ~2 * 3 * ITEMS registers.
+  const T* gamma = opaque_ptr(a.gamma);
+  const T* beta = opaque_ptr(a.beta);
+  const T* bias = opaque_ptr(a.bias);
+
+  Pack<T> xr[ITEMS];
+  Pack<T> kr[ITEMS];
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int v = tid + i * THREADS;
+    const bool in_row = v < nvec;
+    xr[i] = load_pack_if(in_row, a.x + base + int64_t(v) * VEC);
+    kr[i] = load_pack_if(in_row && has_skip, skip_row + int64_t(v) * VEC);
+  }
+  float s[ITEMS][VEC];
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    float t[VEC];
+    pack_to_float(xr[i], s[i]);
+    pack_to_float(kr[i], t);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) s[i][j] += t[j];
+  }
+  if (has_bias) {  // [cols], shared by all rows: L1/L2 hits, loaded after the row
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const int v = tid + i * THREADS;
+      float t[VEC];
+      pack_to_float(load_pack_if(v < nvec, bias + int64_t(v) * VEC), t);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) s[i][j] += t[j];
+    }
+  }
+
+  // Statistics. RMSNorm: one all-reduce of sum(s^2). LayerNorm, one warp per
+  // row: exact two-pass (mean, then squared deviations), shuffles only.
+  // LayerNorm, one CTA per row: each warp does the exact two-pass on its own
+  // part, then one block exchange combines the warps' (sum, M2) pairs with
+  // M2 = sum_w [M2_w + n_w (mean_w - mean)^2] (Chan et al.): as exact as two
+  // passes, but one barrier per row instead of two.
+  float mean = 0.f;
+  float m2;
+  if (a.rms) {
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) q += s[i][j] * s[i][j];  // entries past the end are 0
+    }
+    if constexpr (THREADS == kWarpSize) {
+      m2 = warp_all_reduce_sum(q);
+    } else {
+      m2 = block_all_reduce_sum<THREADS>(q, reinterpret_cast<float*>(scratch[phase]));
+      phase ^= 1;
+    }
+  } else {
+    float t = 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) t += s[i][j];
+    }
+    const float warp_sum = warp_all_reduce_sum(t);
+    const int warp = tid / kWarpSize;
+    const float warp_n = float(warp_elements<VEC, ITEMS, THREADS>(warp, nvec));
+    const float warp_mean = THREADS == kWarpSize ? warp_sum * a.inv_cols
+                                                 : (warp_n > 0.f ? warp_sum / warp_n : 0.f);
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const bool in_row = tid + i * THREADS < nvec;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float d = in_row ? s[i][j] - warp_mean : 0.f;
+        q += d * d;
+      }
+    }
+    const float warp_m2 = warp_all_reduce_sum(q);
+    if constexpr (THREADS == kWarpSize) {
+      mean = warp_mean;
+      m2 = warp_m2;
+    } else {
+      block_combine_moments<THREADS>(
+          warp_sum, warp_m2, scratch[phase],
+          [nvec](int w) { return float(warp_elements<VEC, ITEMS, THREADS>(w, nvec)); }, a.inv_cols,
+          mean, m2);
+      phase ^= 1;
+    }
+  }
+  const float rstd = rsqrtf(m2 * a.inv_cols + a.epsilon);
+
+  if (tid == 0) {
+    if (a.mean_out != nullptr) a.mean_out[row] = mean;
+    if (a.rstd_out != nullptr) a.rstd_out[row] = rstd;
+  }
+
+  const float g0 = a.gamma_scalar ? to_float(gamma[0]) : 0.f;
+  const bool beta_vector = beta != nullptr && !a.beta_scalar;
+  const float b0 = (beta != nullptr && a.beta_scalar) ? to_float(beta[0]) : 0.f;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int v = tid + i * THREADS;
+    if (v >= nvec) continue;
+    const int64_t col = int64_t(v) * VEC;
+    if (a.sum_out != nullptr) store_pack(a.sum_out + base + col, float_to_pack<T>(s[i]));
+    float g[VEC];
+    float b[VEC];
+    if (a.gamma_scalar) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) g[j] = g0;
+    } else {
+      pack_to_float(load_pack_ordered(gamma + col), g);
+    }
+    if (beta_vector) {
+      pack_to_float(load_pack_ordered(beta + col), b);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) b[j] = b0;
+    }
+    float o[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) o[j] = (s[i][j] - mean) * rstd * g[j] + b[j];
+    store_pack(a.y + base + col, float_to_pack<T>(o));
+  }
+}
+
+// Launch bounds: CTAs per SM that fit when each thread may use `regs`
+// registers. Budgets, measured with ptxas for sm_90 for F = ITEMS * VEC floats
+// of row per thread (F <= 32): 64 registers for the block path (1024 threads
+// per SM, no spills); 64 for the warp path up to F = 16 and 72 at F = 32 (at 64
+// it spills a few bytes).
+constexpr int norm_min_blocks(int threads, int regs) {
+  const int blocks = 65536 / (threads * regs);
+  return blocks < 1 ? 1 : blocks;
+}
+constexpr int warp_path_regs(int floats) { return floats <= 16 ? 64 : floats <= 32 ? 72 : 128; }
+constexpr int block_path_regs(int floats) { return floats <= 32 ? 64 : 128; }
+
+// Path A: a warp per row (cols <= 32 * ITEMS * VEC), WARPS rows per CTA.
+template <typename T, int ITEMS, int WARPS>
+__global__ void __launch_bounds__(WARPS* kWarpSize,
+                                  norm_min_blocks(WARPS* kWarpSize, warp_path_regs(ITEMS* Pack<T>::N)))
+    norm_warp_kernel(const NormArgs<T> a) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t stride = int64_t(gridDim.x) * WARPS;
+  int phase = 0;  // unused: no shared memory on this path
+  for (int64_t row = int64_t(blockIdx.x) * WARPS + threadIdx.x / kWarpSize; row < a.rows;
+       row += stride) {
+    norm_row_in_registers<T, ITEMS, kWarpSize>(a, row, lane, nullptr, phase);
+  }
+}
+
+// Path B: a CTA per row (cols <= BLOCK * ITEMS * VEC).
+template <typename T, int BLOCK, int ITEMS>
+__global__ void __launch_bounds__(BLOCK, norm_min_blocks(BLOCK, block_path_regs(ITEMS* Pack<T>::N)))
+    norm_block_kernel(const NormArgs<T> a) {
+  __shared__ float2 scratch[2][BLOCK / kWarpSize];  // alternating per reduction, see cuda_utils
+  int phase = 0;
+  for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    norm_row_in_registers<T, ITEMS, BLOCK>(a, row, threadIdx.x, scratch, phase);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Path C: any alignment, any cols. Scalar, coalesced loads, UNROLL per thread
+// per step. Each thread only ever reads back the cache entries it wrote itself,
+// so the cache needs no barrier.
+
+template <typename T>
+__device__ __forceinline__ float generic_load_sum(const NormArgs<T>& a, int64_t base,
+                                                  const T* skip_row, int64_t c) {
+  float v = to_float(__ldg(a.x + base + c));
+  if (skip_row != nullptr) v += to_float(__ldg(skip_row + c));
+  if (a.bias != nullptr) v += to_float(__ldg(a.bias + c));
+  return v;
+}
+
+template <typename T, int BLOCK, bool CACHE>
+__global__ void __launch_bounds__(BLOCK) norm_generic_kernel(const NormArgs<T> a) {
+  constexpr int UNROLL = 4;
+  constexpr int STEP = BLOCK * UNROLL;
+  extern __shared__ float row_cache[];  // [cols] when CACHE
+  __shared__ float scratch[2][BLOCK / kWarpSize];
+  int phase = 0;
+  auto reduce = [&](float v) {
+    const float r = block_all_reduce_sum<BLOCK>(v, scratch[phase]);
+    phase ^= 1;
+    return r;
+  };
+  const int64_t cols = a.cols;
+  const int tid = threadIdx.x;
+
+  for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    const int64_t base = row * cols;
+    const T* skip_row = a.skip != nullptr ? a.skip + (row % a.skip_rows) * cols : nullptr;
+
+    // Pass 1: s = x + skip + bias; cache it; sum it (LayerNorm).
+    float mean = 0.f;
+    if (CACHE || !a.rms) {
+      float t = 0.f;
+      for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
+        float v[UNROLL];
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) {
+          const int64_t c = c0 + k * BLOCK;
+          v[k] = c < cols ? generic_load_sum(a, base, skip_row, c) : 0.f;
+        }
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) {
+          const int64_t c = c0 + k * BLOCK;
+          if (CACHE && c < cols) row_cache[c] = v[k];
+          t += v[k];
+        }
+      }
+      if (!a.rms) mean = reduce(t) * a.inv_cols;
+    }
+
+    // Pass 2: sum of squared deviations.
+    float q = 0.f;
+    for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
+      float v[UNROLL];
+#pragma unroll
+      for (int k = 0; k < UNROLL; ++k) {
+        const int64_t c = c0 + k * BLOCK;
+        v[k] = c < cols ? (CACHE ? row_cache[c] : generic_load_sum(a, base, skip_row, c)) : mean;
+      }
+#pragma unroll
+      for (int k = 0; k < UNROLL; ++k) {
+        const float d = v[k] - mean;
+        q += d * d;
+      }
+    }
+    const float rstd = rsqrtf(reduce(q) * a.inv_cols + a.epsilon);
+    if (tid == 0) {
+      if (a.mean_out != nullptr) a.mean_out[row] = mean;
+      if (a.rstd_out != nullptr) a.rstd_out[row] = rstd;
+    }
+
+    // Pass 3: outputs.
+    const float g0 = a.gamma_scalar ? to_float(a.gamma[0]) : 0.f;
+    const float b0 = (a.beta != nullptr && a.beta_scalar) ? to_float(a.beta[0]) : 0.f;
+    const bool beta_vector = a.beta != nullptr && !a.beta_scalar;
+    for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
+      float v[UNROLL];
+#pragma unroll
+      for (int k = 0; k < UNROLL; ++k) {
+        const int64_t c = c0 + k * BLOCK;
+        v[k] = c < cols ? (CACHE ? row_cache[c] : generic_load_sum(a, base, skip_row, c)) : 0.f;
+      }
+#pragma unroll
+      for (int k = 0; k < UNROLL; ++k) {
+        const int64_t c = c0 + k * BLOCK;
+        if (c >= cols) continue;
+        const float g = a.gamma_scalar ? g0 : to_float(__ldg(a.gamma + c));
+        const float b = beta_vector ? to_float(__ldg(a.beta + c)) : b0;
+        if (a.sum_out != nullptr) a.sum_out[base + c] = from_float<T>(v[k]);
+        a.y[base + c] = from_float<T>((v[k] - mean) * rstd * g + b);
+      }
+    }
+  }
+}
+
+}  // namespace trt_fastops::norm
