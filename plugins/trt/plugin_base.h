@@ -1,0 +1,180 @@
+// Base classes for trt_fastops' TensorRT IPluginV3 plugins.
+//
+// PluginBase implements every IPluginV3 / IPluginV3OneCore / IPluginV3OneBuild
+// / IPluginV3OneRuntime method as a noexcept wrapper around one protected hook
+// that returns a Status (hooks may throw; the wrapper catches). A failing hook
+// is reported with the op (and layer) name through the error recorder of the
+// execution context (attachToContext), else the TensorRT logger, and the
+// method returns its error value (-1, nullptr, false). Adding an op = one
+// PluginBase subclass with its hooks + one CreatorBase subclass.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugins/common/status.h"
+#include "plugins/trt/trt_common.h"
+
+namespace trt_fastops::trt {
+
+// ---------------------------------------------------------------------------
+// Plugin fields
+
+// One scalar field as handed to createPlugin, widened. Ints may come as kINT32
+// or kINT64, floats as kFLOAT32 or kFLOAT64; anything else is `other`, with
+// `found` describing it for messages ("a string", "a list of 2 ints").
+struct FieldValue {
+  enum class Kind { integer, floating, other } kind = Kind::other;
+  int64_t i = 0;
+  double f = 0.0;
+  std::string found;  // "an int", "a float", "a string", ...
+};
+FieldValue read_field(const nv::PluginField& field);
+
+// Owns the storage behind a PluginFieldCollection (names and values), for
+// getFieldsToSerialize and getFieldNames.
+class FieldList {
+ public:
+  FieldList() = default;
+  // A copy starts empty: the fields point into their owner's storage.
+  FieldList(const FieldList&) {}
+  FieldList& operator=(const FieldList&) = delete;
+
+  void clear();
+  void add_int32(const char* name, int32_t value);
+  void add_int64(const char* name, int64_t value);
+  void add_float32(const char* name, float value);
+  // Declares a field for getFieldNames (no data).
+  void declare(const char* name, nv::PluginFieldType type);
+  const nv::PluginFieldCollection* collection();
+
+ private:
+  std::deque<std::string> names_;  // deque: stable addresses as it grows
+  std::deque<int64_t> ints_;
+  std::deque<int32_t> int32s_;
+  std::deque<float> floats_;
+  std::vector<nv::PluginField> fields_;
+  nv::PluginFieldCollection collection_{};
+};
+
+// ---------------------------------------------------------------------------
+// Plugin
+
+class PluginBase : public nv::IPluginV3,
+                   public nv::IPluginV3OneCore,
+                   public nv::IPluginV3OneBuild,
+                   public nv::IPluginV3OneRuntime {
+ public:
+  // op_name: plugin name = op type; layer_name: the name createPlugin got
+  // (the ONNX node name), used in messages.
+  PluginBase(std::string op_name, std::string layer_name);
+  ~PluginBase() override = default;
+  PluginBase(const PluginBase&) = default;
+  PluginBase& operator=(const PluginBase&) = delete;
+
+  // IPluginV3
+  nv::IPluginCapability* getCapabilityInterface(nv::PluginCapabilityType type) noexcept override;
+  nv::IPluginV3* clone() noexcept override;
+
+  // IPluginV3OneCore
+  const char* getPluginName() const noexcept override { return op_name_.c_str(); }
+  const char* getPluginVersion() const noexcept override { return PLUGIN_VERSION; }
+  const char* getPluginNamespace() const noexcept override { return PLUGIN_NAMESPACE; }
+
+  // IPluginV3OneBuild
+  int32_t configurePlugin(const nv::DynamicPluginTensorDesc* in, int32_t nb_inputs,
+                          const nv::DynamicPluginTensorDesc* out, int32_t nb_outputs) noexcept override;
+  int32_t getOutputDataTypes(nv::DataType* output_types, int32_t nb_outputs, const nv::DataType* input_types,
+                             int32_t nb_inputs) const noexcept override;
+  int32_t getOutputShapes(const nv::DimsExprs* inputs, int32_t nb_inputs, const nv::DimsExprs* shape_inputs,
+                          int32_t nb_shape_inputs, nv::DimsExprs* outputs, int32_t nb_outputs,
+                          nv::IExprBuilder& builder) noexcept override;
+  bool supportsFormatCombination(int32_t pos, const nv::DynamicPluginTensorDesc* in_out, int32_t nb_inputs,
+                                 int32_t nb_outputs) noexcept override;
+  int32_t getNbOutputs() const noexcept override;
+  size_t getWorkspaceSize(const nv::DynamicPluginTensorDesc* inputs, int32_t nb_inputs,
+                          const nv::DynamicPluginTensorDesc* outputs, int32_t nb_outputs) const noexcept override;
+
+  // IPluginV3OneRuntime
+  int32_t onShapeChange(const nv::PluginTensorDesc* in, int32_t nb_inputs, const nv::PluginTensorDesc* out,
+                        int32_t nb_outputs) noexcept override;
+  int32_t enqueue(const nv::PluginTensorDesc* input_desc, const nv::PluginTensorDesc* output_desc,
+                  const void* const* inputs, void* const* outputs, void* workspace,
+                  cudaStream_t stream) noexcept override;
+  nv::IPluginV3* attachToContext(nv::IPluginResourceContext* context) noexcept override;
+  const nv::PluginFieldCollection* getFieldsToSerialize() noexcept override;
+
+ protected:
+  // Hooks, one per TensorRT call. Errors are returned as Status (messages
+  // start with the op name); the base adds the layer name and reports them.
+  virtual std::unique_ptr<PluginBase> clone_plugin() const = 0;
+  virtual int32_t nb_outputs() const = 0;  // fixed at creation
+  virtual Status output_data_types(nv::DataType* output_types, int32_t nb_outputs,
+                                   const nv::DataType* input_types, int32_t nb_inputs) const = 0;
+  // shape_inputs are refused by the base (none of our ops takes them).
+  virtual Status output_shapes(const nv::DimsExprs* inputs, int32_t nb_inputs, nv::DimsExprs* outputs,
+                               int32_t nb_outputs, nv::IExprBuilder& builder) = 0;
+  // Format negotiation: false is an answer, not an error; a Status error
+  // (a malformed call) is reported and answers false.
+  virtual Status supports_format(int32_t pos, const nv::DynamicPluginTensorDesc* in_out, int32_t nb_inputs,
+                                 int32_t nb_outputs, bool* supported) const = 0;
+  virtual Status configure(const nv::DynamicPluginTensorDesc* in, int32_t nb_inputs,
+                           const nv::DynamicPluginTensorDesc* out, int32_t nb_outputs) = 0;
+  virtual Status workspace_size(const nv::DynamicPluginTensorDesc* inputs, int32_t nb_inputs,
+                                const nv::DynamicPluginTensorDesc* outputs, int32_t nb_outputs,
+                                size_t* bytes) const;  // default 0
+  virtual Status shape_change(const nv::PluginTensorDesc* in, int32_t nb_inputs, const nv::PluginTensorDesc* out,
+                              int32_t nb_outputs) = 0;
+  // Enqueue only: no allocation, no synchronisation.
+  virtual Status run(const nv::PluginTensorDesc* input_desc, const nv::PluginTensorDesc* output_desc,
+                     const void* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) = 0;
+  virtual void serialize_fields(FieldList* fields) const = 0;
+
+  const std::string& op_name() const { return op_name_; }
+  const std::string& layer_name() const { return layer_name_; }
+  // Reports a failure (adds the layer name); never throws.
+  void report(const Status& st, nv::ErrorCode code = nv::ErrorCode::kINVALID_ARGUMENT) const noexcept;
+
+ private:
+  template <typename F>
+  int32_t guarded(const char* method, nv::ErrorCode code, F&& body) const noexcept;
+  void report_exception(const char* method, const char* what) const noexcept;
+
+  std::string op_name_;
+  std::string layer_name_;
+  nv::IErrorRecorder* recorder_ = nullptr;  // from attachToContext; owned by the context
+  FieldList serialized_;                    // backs getFieldsToSerialize
+};
+
+// ---------------------------------------------------------------------------
+// Creator
+
+class CreatorBase : public nv::IPluginCreatorV3One {
+ public:
+  explicit CreatorBase(std::string op_name) : op_name_(std::move(op_name)) {}
+
+  nv::IPluginV3* createPlugin(const char* name, const nv::PluginFieldCollection* fc,
+                              nv::TensorRTPhase phase) noexcept override;
+  const nv::PluginFieldCollection* getFieldNames() noexcept override { return field_names_.collection(); }
+  const char* getPluginName() const noexcept override { return op_name_.c_str(); }
+  const char* getPluginVersion() const noexcept override { return PLUGIN_VERSION; }
+  const char* getPluginNamespace() const noexcept override { return PLUGIN_NAMESPACE; }
+
+ protected:
+  // Builds the plugin from the fields (build phase: from the node's
+  // attributes; runtime phase: from getFieldsToSerialize).
+  virtual Status create(const std::string& layer_name, const nv::PluginFieldCollection& fc,
+                        nv::TensorRTPhase phase, std::unique_ptr<PluginBase>* plugin) const = 0;
+  FieldList field_names_;  // filled by the subclass' constructor
+
+ private:
+  void report_exception(const std::string& layer, const char* what) const noexcept;
+  std::string op_name_;
+};
+
+// "LayerNorm: ..." + " (layer 'enc/ln_1')" when the layer has a name.
+std::string with_layer(const std::string& message, const std::string& layer_name);
+
+}  // namespace trt_fastops::trt
