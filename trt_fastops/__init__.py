@@ -20,6 +20,8 @@ _LIB_NAMES = {
     "ort": "libtrt_fastops_ort.so",
     "kernels": "libtrt_fastops_kernels.so",
     "trt": "libtrt_fastops_trt.so",
+    # Registers the TensorRT plugins when dlopen()ed (trtexec --staticPlugins, polygraphy --plugins, Triton).
+    "trt_autoload": "libtrt_fastops_trt_autoload.so",
 }
 
 
@@ -32,8 +34,9 @@ def _lib_dir() -> Path:
 def library_path(kind: str = "ort") -> str:
     """Absolute path of one of the installed native libraries.
 
-    kind: "ort" (ONNX Runtime custom ops), "kernels" (the CUDA kernel library)
-    or "trt" (TensorRT plugins). Raises FileNotFoundError, saying why, when the
+    kind: "ort" (ONNX Runtime custom ops), "kernels" (the CUDA kernel library),
+    "trt" (TensorRT plugins, for IPluginRegistry::loadLibrary / --dynamicPlugins) or
+    "trt_autoload" (the same plugins, registering themselves when loaded). Raises FileNotFoundError, saying why, when the
     library is not there.
     """
     if kind not in _LIB_NAMES:
@@ -41,7 +44,7 @@ def library_path(kind: str = "ort") -> str:
     path = _lib_dir() / _LIB_NAMES[kind]
     if not path.exists():
         hint = ("the TensorRT plugin library is built only when TensorRT headers are found "
-                "(see README, 'TensorRT')" if kind == "trt" else
+                "(see README, 'TensorRT')" if kind == "trt" or kind == "trt_autoload" else
                 "reinstall the package (pip install .) so the native libraries are built")
         raise FileNotFoundError(f"trt_fastops: {path} does not exist; {hint}")
     return str(path)

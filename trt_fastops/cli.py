@@ -22,7 +22,7 @@ def _cmd_info(args) -> int:
     import trt_fastops
 
     info: dict = {"trt_fastops": trt_fastops.__version__, "libraries": {}}
-    for kind in ("kernels", "ort", "trt"):
+    for kind in ("kernels", "ort", "trt", "trt_autoload"):
         try:
             info["libraries"][kind] = trt_fastops.library_path(kind)
         except FileNotFoundError:
@@ -51,7 +51,7 @@ def _cmd_info(args) -> int:
         return 0
     print(f"trt_fastops {info['trt_fastops']}")
     for kind, path in info["libraries"].items():
-        note = "" if path else ("  (not built: needs TensorRT headers)" if kind == "trt" else "  (missing)")
+        note = "" if path else ("  (not built: needs TensorRT headers)" if kind.startswith("trt") else "  (missing)")
         print(f"  library {kind:8s} {path or '-'}{note}")
     build = info["build"]
     if isinstance(build, dict):
