@@ -1,0 +1,175 @@
+"""The norm kernels called directly on PyTorch CUDA tensors (no ONNX Runtime).
+
+    import torch
+    from trt_fastops import ops
+    y = ops.layer_norm(x, weight, bias, eps=1e-5)
+    y, s = ops.layer_norm(x, weight, bias, skip=residual, return_sum=True)   # s = x + residual
+    y = ops.rms_norm(x, weight, eps=1e-6)
+
+Tensors must be CUDA, contiguous, and all of x's dtype (float32, float16 or
+bfloat16); math is float32. Outputs are allocated with torch on x's device and
+the kernel runs on torch.cuda.current_stream(x.device), so ordering with other
+torch work on that stream is as usual. torch is imported lazily: importing this
+module does not need it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["layer_norm", "rms_norm"]
+
+_DTYPE_NAMES = ("float32", "float16", "bfloat16")
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "trt_fastops.ops needs PyTorch with CUDA (pip install torch); "
+            "the ONNX Runtime path (trt_fastops.ort) does not") from e
+    return torch
+
+
+def _native():
+    try:
+        from . import _C
+    except ImportError as e:  # pragma: no cover - depends on the build
+        raise ImportError(
+            "trt_fastops.ops needs the native module trt_fastops._C; build the package "
+            "(pip install . or the in-place CMake build)") from e
+    return _C
+
+
+def _shape(t) -> list[int]:
+    return [int(d) for d in t.shape]
+
+
+def _strip_leading_ones(shape) -> list[int]:
+    shape = list(shape)
+    while shape and shape[0] == 1:
+        shape.pop(0)
+    return shape
+
+
+def _dtype_name(torch, t) -> str | None:
+    for name in _DTYPE_NAMES:
+        if t.dtype == getattr(torch, name):
+            return name
+    return None
+
+
+def _check_tensor(torch, op: str, name: str, t, x=None) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{op}: input '{name}' must be a torch.Tensor, got {type(t).__name__}")
+    if not t.is_cuda:
+        raise ValueError(f"{op}: input '{name}' is on {t.device}, expected a CUDA tensor")
+    if x is None:
+        if _dtype_name(torch, t) is None:
+            raise TypeError(f"{op}: input '{name}' is {t.dtype}, expected float32, float16 or bfloat16")
+    else:
+        if t.dtype != x.dtype:
+            raise TypeError(f"{op}: input '{name}' is {t.dtype}, expected {x.dtype} (the dtype of x)")
+        if t.device != x.device:
+            raise ValueError(f"{op}: input '{name}' is on {t.device}, expected {x.device} (the device of x)")
+    if not t.is_contiguous():
+        raise ValueError(f"{op}: input '{name}' is not contiguous (call .contiguous() first)")
+
+
+def _check_param(op: str, name: str, t, normalized: list[int], cols: int, allow_scalar: bool) -> bool:
+    """Validates a per-column parameter; returns True when it is a broadcast scalar."""
+    numel = int(t.numel())
+    if allow_scalar and numel == 1:
+        return True
+    if numel == cols and _strip_leading_ones(_shape(t)) == _strip_leading_ones(normalized):
+        return False
+    expected = f"the normalized shape {normalized} of x" + (" or a single element" if allow_scalar else "")
+    raise ValueError(f"{op}: input '{name}' has shape {_shape(t)}, expected {expected}")
+
+
+def _norm(op: str, kind: str, x, weight, bias, eps: float, skip, skip_bias, normalized_ndim: int,
+          return_stats: bool, return_sum: bool) -> Any:
+    torch = _torch()
+    _C = _native()
+    _check_tensor(torch, op, "x", x)
+    if not isinstance(normalized_ndim, int) or not 1 <= normalized_ndim <= x.dim():
+        raise ValueError(f"{op}: normalized_ndim must be an int in [1, {x.dim()}] (x has {x.dim()} dims), "
+                         f"got {normalized_ndim!r}")
+    shape = _shape(x)
+    normalized = shape[len(shape) - normalized_ndim:]
+    cols = math.prod(normalized)
+    if cols == 0:
+        raise ValueError(f"{op}: x has shape {shape}; the normalized dims {normalized} hold no element")
+    rows = int(x.numel()) // cols
+    dtype = _dtype_name(torch, x)
+
+    _check_tensor(torch, op, "weight", weight, x)
+    gamma_scalar = _check_param(op, "weight", weight, normalized, cols, allow_scalar=True)
+    beta_scalar = False
+    if bias is not None:
+        _check_tensor(torch, op, "bias", bias, x)
+        beta_scalar = _check_param(op, "bias", bias, normalized, cols, allow_scalar=True)
+    skip_rows = 0
+    if skip is not None:
+        _check_tensor(torch, op, "skip", skip, x)
+        sk = _strip_leading_ones(_shape(skip))
+        if len(sk) < normalized_ndim or sk != shape[len(shape) - len(sk):]:
+            raise ValueError(f"{op}: input 'skip' has shape {_shape(skip)}, expected x's shape {shape} or a "
+                             f"suffix of it covering the normalized dims {normalized} (broadcast over "
+                             f"leading dims)")
+        skip_rows = int(skip.numel()) // cols
+    if skip_bias is not None:
+        _check_tensor(torch, op, "skip_bias", skip_bias, x)
+        _check_param(op, "skip_bias", skip_bias, normalized, cols, allow_scalar=False)
+
+    y = torch.empty_like(x)
+    sum_out = torch.empty_like(x) if return_sum else None
+    mean = rstd = None
+    if return_stats:
+        stats_shape = shape[:len(shape) - normalized_ndim] + [1] * normalized_ndim
+        mean = torch.empty(stats_shape, dtype=torch.float32, device=x.device)
+        rstd = torch.empty(stats_shape, dtype=torch.float32, device=x.device)
+
+    def ptr(t) -> int:
+        return 0 if t is None else int(t.data_ptr())
+
+    with torch.cuda.device(x.device):
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        _C.norm_forward(kind, dtype, ptr(x), ptr(weight), ptr(y), rows, cols,
+                        skip=ptr(skip), skip_rows=max(skip_rows, 1) if skip is not None else 0,
+                        bias=ptr(skip_bias), beta=ptr(bias), gamma_scalar=gamma_scalar,
+                        beta_scalar=beta_scalar, sum_out=ptr(sum_out), mean_out=ptr(mean),
+                        rstd_out=ptr(rstd), epsilon=float(eps), stream=int(stream))
+    out = [y]
+    if return_stats:
+        out += [mean, rstd]
+    if return_sum:
+        out.append(sum_out)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def layer_norm(x, weight, bias=None, eps: float = 1e-5, *, skip=None, skip_bias=None,
+               normalized_ndim: int = 1, return_stats: bool = False, return_sum: bool = False):
+    """LayerNorm over the last `normalized_ndim` dims of x, optionally of x + skip + skip_bias.
+
+    weight / bias: the normalized shape (leading 1s ignored) or one element (broadcast).
+    skip: x's shape, or a suffix of it covering the normalized dims (broadcast over leading
+    dims, as ORT's SkipLayerNormalization). skip_bias: the normalized shape, added with skip.
+
+    Returns y; with return_stats, (y, mean, rstd) where mean / rstd are float32 of shape
+    x.shape[:-normalized_ndim] + [1] * normalized_ndim; with return_sum, the sum
+    x + skip + skip_bias (x's dtype) is appended last.
+    """
+    return _norm("layer_norm", "layer", x, weight, bias, eps, skip, skip_bias, normalized_ndim,
+                 return_stats, return_sum)
+
+
+def rms_norm(x, weight, eps: float = 1e-5, *, skip=None, skip_bias=None, normalized_ndim: int = 1,
+             return_sum: bool = False):
+    """RMSNorm: y = s / sqrt(mean(s^2) + eps) * weight with s = x (+ skip + skip_bias).
+
+    Arguments as layer_norm. Returns y, or (y, sum) with return_sum.
+    """
+    return _norm("rms_norm", "rms", x, weight, None, eps, skip, skip_bias, normalized_ndim,
+                 False, return_sum)
