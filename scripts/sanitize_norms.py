@@ -35,7 +35,7 @@ CASES = [
     ("smem-small", "layer", "float16", 7, 7, dict(stats=True), "norm_generic_smem<float16,block128>"),
     ("smem-misaligned", "layer", "bfloat16", 6, 4096, dict(skip="full", bias=True, sum=True, stats=True,
                                                            misalign=("x", "skip", "bias", "gamma", "beta", "y", "sum")),
-     "norm_generic_smem<bfloat16,block512>"),
+     "norm_generic_smem<bfloat16,block128>"),
     ("smem-odd-rms", "rms", "float32", 5, 16385, dict(skip="bcast", stats=True), "norm_generic_smem<float32,block512>"),
     ("smem-large", "layer", "float16", 2, 50001, dict(stats=True), "norm_generic_smem<float16,block512>"),
     ("multipass", "layer", "float16", 2, 65536, dict(skip="full", sum=True, stats=True), "norm_generic_multipass<float16,block512>"),

@@ -111,8 +111,9 @@ __device__ __forceinline__ Pack<T> load_pack_if(bool pred, const T* p) {
   return out;
 }
 
-// An ordinary load: unlike load_pack, the compiler keeps it below a memory
-// clobber, so a kernel can stop it from being hoisted (register pressure).
+// An ordinary (coherent) load: unlike load_pack's read-only path, the compiler
+// will not move it above an earlier store that may alias, so per-item loads in
+// a store loop are not all hoisted to the top (keeps register pressure down).
 template <typename T>
 __device__ __forceinline__ Pack<T> load_pack_ordered(const T* p) {
   return Pack<T>{*reinterpret_cast<const uint4*>(p)};

@@ -57,10 +57,11 @@ __device__ __forceinline__ int warp_elements(int warp, int nvec) {
   return n * VEC;
 }
 
-// Normalises one row held in registers. THREADS threads share the row; thread
-// `tid` owns vectors tid, tid + THREADS, ..., ITEMS of them (some past the end
-// of a short row). `reduce` sums a float over those THREADS threads and returns
-// the total to each; every thread calls it the same number of times.
+// Normalises one row held in registers. THREADS threads share the row (one
+// warp, or the whole CTA); thread `tid` owns vectors tid, tid + THREADS, ...,
+// ITEMS of them (some past the end of a short row). `scratch` and `phase` are
+// the CTA path's two alternating shared arrays for block reductions (see
+// block_all_reduce_sum); the warp path passes null and never touches them.
 //
 // The load/convert phase is straight-line code: a vector past the row end (or
 // a missing skip / bias) loads as zeros instead of branching, so the compiler
@@ -242,22 +243,30 @@ __global__ void __launch_bounds__(BLOCK, norm_min_blocks(BLOCK, block_path_regs(
 }
 
 // ---------------------------------------------------------------------------
-// Path C: any alignment, any cols. Scalar, coalesced loads, UNROLL per thread
-// per step. Each thread only ever reads back the cache entries it wrote itself,
-// so the cache needs no barrier.
+// Path C: any alignment, any cols. Scalar, coalesced loads: each step a thread
+// issues UNROLL loads (16 bytes) at c0 + k * BLOCK before using any of them,
+// addressed from one per-row pointer plus compile-time offsets. Each thread
+// only ever reads back the cache entries it wrote itself, so the shared-memory
+// row cache needs no barrier.
 
+// Row pointers of one row of path C (skip / bias null when absent).
 template <typename T>
-__device__ __forceinline__ float generic_load_sum(const NormArgs<T>& a, int64_t base,
-                                                  const T* skip_row, int64_t c) {
-  float v = to_float(__ldg(a.x + base + c));
-  if (skip_row != nullptr) v += to_float(__ldg(skip_row + c));
-  if (a.bias != nullptr) v += to_float(__ldg(a.bias + c));
-  return v;
-}
+struct GenericRow {
+  const T* x;
+  const T* skip;
+  const T* bias;
+
+  __device__ __forceinline__ float load_sum(int64_t c) const {
+    float v = to_float(__ldg(x + c));
+    if (skip != nullptr) v += to_float(__ldg(skip + c));
+    if (bias != nullptr) v += to_float(__ldg(bias + c));
+    return v;
+  }
+};
 
 template <typename T, int BLOCK, bool CACHE>
-__global__ void __launch_bounds__(BLOCK) norm_generic_kernel(const NormArgs<T> a) {
-  constexpr int UNROLL = 4;
+__global__ void __launch_bounds__(BLOCK, norm_min_blocks(BLOCK, 64)) norm_generic_kernel(const NormArgs<T> a) {
+  constexpr int UNROLL = 16 / sizeof(T);  // 4 floats, 8 halves (H100 sweep: best of 4, 8, 16)
   constexpr int STEP = BLOCK * UNROLL;
   extern __shared__ float row_cache[];  // [cols] when CACHE
   __shared__ float scratch[2][BLOCK / kWarpSize];
@@ -272,7 +281,15 @@ __global__ void __launch_bounds__(BLOCK) norm_generic_kernel(const NormArgs<T> a
 
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     const int64_t base = row * cols;
-    const T* skip_row = a.skip != nullptr ? a.skip + (row % a.skip_rows) * cols : nullptr;
+    const GenericRow<T> in{a.x + base,
+                           a.skip != nullptr ? a.skip + (row % a.skip_rows) * cols : nullptr,
+                           a.bias};
+    // s for columns c0 + k * BLOCK, k < UNROLL (0 past the row end).
+    auto load_step = [&](int64_t c0, float (&v)[UNROLL]) {
+      const int64_t left = cols - c0;
+#pragma unroll
+      for (int k = 0; k < UNROLL; ++k) v[k] = k * BLOCK < left ? in.load_sum(c0 + k * BLOCK) : 0.f;
+    };
 
     // Pass 1: s = x + skip + bias; cache it; sum it (LayerNorm).
     float mean = 0.f;
@@ -280,33 +297,37 @@ __global__ void __launch_bounds__(BLOCK) norm_generic_kernel(const NormArgs<T> a
       float t = 0.f;
       for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
         float v[UNROLL];
+        load_step(c0, v);
+        const int64_t left = cols - c0;
 #pragma unroll
         for (int k = 0; k < UNROLL; ++k) {
-          const int64_t c = c0 + k * BLOCK;
-          v[k] = c < cols ? generic_load_sum(a, base, skip_row, c) : 0.f;
-        }
-#pragma unroll
-        for (int k = 0; k < UNROLL; ++k) {
-          const int64_t c = c0 + k * BLOCK;
-          if (CACHE && c < cols) row_cache[c] = v[k];
+          if (CACHE && k * BLOCK < left) row_cache[c0 + k * BLOCK] = v[k];
           t += v[k];
         }
       }
       if (!a.rms) mean = reduce(t) * a.inv_cols;
     }
 
+    // s again for passes 2 and 3: from the cache, or re-read from global memory.
+    auto reload_step = [&](int64_t c0, float (&v)[UNROLL]) {
+      if constexpr (CACHE) {
+        const int64_t left = cols - c0;
+#pragma unroll
+        for (int k = 0; k < UNROLL; ++k) v[k] = k * BLOCK < left ? row_cache[c0 + k * BLOCK] : 0.f;
+      } else {
+        load_step(c0, v);
+      }
+    };
+
     // Pass 2: sum of squared deviations.
     float q = 0.f;
     for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
       float v[UNROLL];
+      reload_step(c0, v);
+      const int64_t left = cols - c0;
 #pragma unroll
       for (int k = 0; k < UNROLL; ++k) {
-        const int64_t c = c0 + k * BLOCK;
-        v[k] = c < cols ? (CACHE ? row_cache[c] : generic_load_sum(a, base, skip_row, c)) : mean;
-      }
-#pragma unroll
-      for (int k = 0; k < UNROLL; ++k) {
-        const float d = v[k] - mean;
+        const float d = k * BLOCK < left ? v[k] - mean : 0.f;
         q += d * d;
       }
     }
@@ -320,21 +341,20 @@ __global__ void __launch_bounds__(BLOCK) norm_generic_kernel(const NormArgs<T> a
     const float g0 = a.gamma_scalar ? to_float(a.gamma[0]) : 0.f;
     const float b0 = (a.beta != nullptr && a.beta_scalar) ? to_float(a.beta[0]) : 0.f;
     const bool beta_vector = a.beta != nullptr && !a.beta_scalar;
+    T* y = a.y + base;
+    T* sum_out = a.sum_out != nullptr ? a.sum_out + base : nullptr;
     for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
       float v[UNROLL];
+      reload_step(c0, v);
+      const int64_t left = cols - c0;
 #pragma unroll
       for (int k = 0; k < UNROLL; ++k) {
+        if (k * BLOCK >= left) continue;
         const int64_t c = c0 + k * BLOCK;
-        v[k] = c < cols ? (CACHE ? row_cache[c] : generic_load_sum(a, base, skip_row, c)) : 0.f;
-      }
-#pragma unroll
-      for (int k = 0; k < UNROLL; ++k) {
-        const int64_t c = c0 + k * BLOCK;
-        if (c >= cols) continue;
         const float g = a.gamma_scalar ? g0 : to_float(__ldg(a.gamma + c));
         const float b = beta_vector ? to_float(__ldg(a.beta + c)) : b0;
-        if (a.sum_out != nullptr) a.sum_out[base + c] = from_float<T>(v[k]);
-        a.y[base + c] = from_float<T>((v[k] - mean) * rstd * g + b);
+        if (sum_out != nullptr) sum_out[c] = from_float<T>(v[k]);
+        y[c] = from_float<T>((v[k] - mean) * rstd * g + b);
       }
     }
   }

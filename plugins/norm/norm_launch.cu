@@ -10,7 +10,8 @@
 //            one CTA per row, 4 vectors per thread, the smallest CTA (64..1024)
 //            that holds the row.
 //   generic  anything else: row cached in shared memory when 4 * cols bytes fit
-//            the device's opt-in limit, else three passes over global memory.
+//            the device's opt-in limit, else three passes over global memory;
+//            128 threads up to 4096 cols, else 512 (about 50% of copy bandwidth).
 // Why these (H100, fp16/bf16/fp32, hidden 512..32768, see bench/NOTES-norms.md):
 // a thread must keep ~64 bytes of loads in flight and the SM ~1024 threads, so
 // the fewest threads per row with 4 vectors each wins over wider CTAs; at 64
@@ -35,7 +36,8 @@ constexpr int kWarpMaxItems = 4;    // vectors per lane on the warp path: 1, 2 o
 constexpr int kBlockItems = 4;      // vectors per thread on the block path
 constexpr int kBlockMinDim = 64;    // block path: 64..1024 threads
 constexpr int kBlockMaxDim = 1024;
-constexpr int kGenericSmallBlock = 128;
+constexpr int kGenericSmallBlock = 128;  // generic path up to kGenericSmallMaxCols: more CTAs per SM
+constexpr int kGenericSmallMaxCols = 4096;
 constexpr int kGenericBlock = 512;
 constexpr int64_t kMaxGrid = int64_t(1) << 16;  // CTAs; more rows go grid-stride
 // Room left for the kernels' static shared memory when sizing the row cache.
@@ -122,7 +124,7 @@ Plan make_plan(const NormParams& p, int optin_smem) {
       return plan;
     }
   }
-  plan.block = p.cols <= 4 * kGenericSmallBlock ? kGenericSmallBlock : kGenericBlock;
+  plan.block = p.cols <= kGenericSmallMaxCols ? kGenericSmallBlock : kGenericBlock;
   plan.grid = grid_for(p.rows);
   const int64_t cache_bytes = p.cols * int64_t(sizeof(float));
   if (cache_bytes <= int64_t(optin_smem) - kStaticSmemReserve) {
