@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "plugins/ort/conv_ort_op.h"
 #include "plugins/ort/norm_ort_op.h"
 #include "plugins/ort/ort_helpers.h"
 
@@ -25,6 +26,7 @@ constexpr const char* DOMAIN = "trt_fastops";
 struct Registry {
   OrtCustomOpDomain* domain = nullptr;
   std::vector<std::unique_ptr<NormCustomOp>> ops;  // the domain points into these
+  std::vector<std::unique_ptr<ConvCustomOp>> conv_ops;
 };
 
 std::mutex g_mutex;
@@ -46,6 +48,14 @@ OrtStatus* build_registry(const OrtApi* a, Registry* reg) {
         init_norm_custom_op(c.get(), op, cuda, t);
         if (OrtStatus* st = a->CustomOpDomain_Add(reg->domain, c.get())) return st;
         reg->ops.push_back(std::move(c));
+      }
+    }
+    for (conv::ConvOp op : {conv::ConvOp::conv, conv::ConvOp::conv_transpose}) {
+      for (ONNXTensorElementDataType t : types) {
+        auto c = std::make_unique<ConvCustomOp>();
+        init_conv_custom_op(c.get(), op, cuda, t);
+        if (OrtStatus* st = a->CustomOpDomain_Add(reg->domain, c.get())) return st;
+        reg->conv_ops.push_back(std::move(c));
       }
     }
   }
