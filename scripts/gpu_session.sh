@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One GPU-machine session: build, test, sanitize, benchmark; logs under $OUT (or ./out).
-#   bash scripts/gpu_session.sh [stage ...]     stages: ort build test sanitize bench demo (default: all)
+#   bash scripts/gpu_session.sh [stage ...]     stages: ort build trt test sanitize bench demo (default: all)
 #
 # Expects (carried with the call, never committed):
 #   .gpu-deps/deps.tar.gz         third-party headers (a tarball of .deps/)
 #   /tmp/ortparts/*.part* + SHA256  onnxruntime-gpu wheel in parts (stage "ort"; optional)
+#   .trt/11/include               TensorRT headers for the plugin contract test (stage "trt"; optional)
 # The machine has no network: pip installs use --no-build-isolation --no-deps.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ export PYTHONUNBUFFERED=1
 export TRT_FASTOPS_CUDA_ARCHS=${TRT_FASTOPS_CUDA_ARCHS:-90a}
 PY=${PYTHON:-python3}
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(ort build test sanitize bench demo)
+[ ${#stages[@]} -gt 0 ] || stages=(ort build trt test sanitize bench demo)
 has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
@@ -41,6 +42,20 @@ if has build; then
     || { tail -60 "$OUT/build.txt"; echo "BUILD FAILED"; exit 1; }
   grep -E "warning|spill|ptxas info" "$OUT/build.txt" | grep -v "^--" | tail -40
   (cd /tmp && $PY -m trt_fastops info) | tee -a "$OUT/gpu.txt"
+fi
+
+if has trt; then
+  step "TensorRT plugin contract test (headers only; no TensorRT runtime exists here)"
+  if [ -f .trt/11/include/NvInfer.h ]; then
+    cmake -S . -B build/trt -G Ninja -DTRT_FASTOPS_CUDA_ARCHS="$TRT_FASTOPS_CUDA_ARCHS" \
+      -DTRT_FASTOPS_TRT_INCLUDE="$PWD/.trt/11/include" -DTRT_FASTOPS_BUILD_TRT_TESTS=ON \
+      -DTRT_FASTOPS_BUILD_PYTHON=OFF > "$OUT/trt_build.txt" 2>&1 &&
+      cmake --build build/trt --target trt_fastops_trt_contract_test >> "$OUT/trt_build.txt" 2>&1 \
+      && export TRT_FASTOPS_TRT_CONTRACT_TEST=$PWD/build/trt/tests/trt/trt_fastops_trt_contract_test \
+      || { tail -30 "$OUT/trt_build.txt"; echo "TRT contract test build FAILED"; status=1; }
+  else
+    echo "no TensorRT headers carried (.trt/11/include): contract test skipped"
+  fi
 fi
 
 if has test; then
