@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO))  # after site-packages: the installed trt_fastops wins
 
 SHAPES = [(16384, 1024), (16384, 4096), (8192, 8192), (32768, 768)]
 DTYPES = ["float16", "bfloat16"]
@@ -447,7 +447,11 @@ def main(argv=None) -> int:
             pass
 
     device_index = torch.cuda.current_device()
-    stream = torch.cuda.current_stream()
+    # A stream of our own: the legacy default stream's handle is 0, which ONNX Runtime reads as
+    # "no user stream" and then runs on a stream of its own that the timing events never see.
+    stream = torch.cuda.Stream(device=device_index)
+    torch.cuda.set_stream(stream)
+    assert stream.cuda_stream != 0
     timer = Timer(torch, args.reps, args.warmup)
     results, errors = [], []
     t_start = time.perf_counter()

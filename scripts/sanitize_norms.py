@@ -20,7 +20,7 @@ import sys
 import zlib
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # the installed trt_fastops wins
 
 # (name, kind, dtype, rows, cols, options, expected kernel prefix)
 CASES = [
