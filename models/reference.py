@@ -92,3 +92,139 @@ OPS = (LayerNorm, SkipLayerNorm, RMSNorm)
 def run_reference(model, feeds: dict) -> list[np.ndarray]:
     """Run `model` (ModelProto) with onnx.reference, our ops included."""
     return ReferenceEvaluator(model, new_ops=list(OPS)).run(None, feeds)
+
+
+# ---------------------------------------------------------------------------
+# Conv / ConvTranspose (plugins/conv/conv_op.h): float64 direct computation,
+# pads resolved here independently of the C++ code (auto_pad, output_shape).
+# ---------------------------------------------------------------------------
+def _act(v: np.ndarray, activation: str) -> np.ndarray:
+    if activation in ("", None):
+        return v
+    if activation == "Relu":
+        return np.where(v < 0, 0.0, v)
+    if activation == "Silu":
+        return v / (1.0 + np.exp(-v))
+    if activation == "Gelu":
+        import math
+
+        return 0.5 * v * (1.0 + np.vectorize(math.erf, otypes=[np.float64])(v / math.sqrt(2.0)))
+    raise ValueError(f"unknown activation {activation!r}")
+
+
+def resolve_conv(x_shape, w_shape, *, transpose=False, strides=None, dilations=None, pads=None,
+                 auto_pad="NOTSET", group=1, output_padding=None, output_shape=None, **_):
+    """(pad_begin, pad_end, out) per spatial dim, as trt_fastops (= ONNX Runtime 1.31) resolves them."""
+    sp = len(x_shape) - 2
+    s = list(strides or [1] * sp)
+    d = list(dilations or [1] * sp)
+    p = list(pads or [0] * (2 * sp))
+    op = list(output_padding or [0] * sp)
+    auto_pad = auto_pad or "NOTSET"
+    k = list(w_shape[2:])
+    pb, pe, out = [], [], []
+    for i in range(sp):
+        n, dk = x_shape[2 + i], d[i] * (k[i] - 1) + 1
+        if not transpose:
+            if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+                o = -(-n // s[i])
+                total = max(0, (o - 1) * s[i] + dk - n)
+                b = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+                pb.append(b), pe.append(total - b), out.append(o)
+                continue
+            b, e = (0, 0) if auto_pad == "VALID" else (p[i], p[i + sp])
+            pb.append(b), pe.append(e), out.append((n + b + e - dk) // s[i] + 1)
+            continue
+        natural = s[i] * (n - 1) + op[i] + dk
+        if output_shape:
+            want = list(output_shape)[-sp:][i]
+            total = natural - want
+            if total < 0:
+                pb.append(0), pe.append(0)
+            else:
+                b = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+                pb.append(b), pe.append(total - b)
+            out.append(want)
+        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            total = max(0, natural - n * s[i])
+            b = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+            pb.append(b), pe.append(total - b), out.append(natural - total)
+        else:
+            b, e = (0, 0) if auto_pad == "VALID" else (p[i], p[i + sp])
+            pb.append(b), pe.append(e), out.append(natural - b - e)
+    return pb, pe, out
+
+
+def conv_reference(x, w, b=None, *, transpose=False, activation="", **attrs) -> np.ndarray:
+    """float64 Conv / ConvTranspose (+ bias, + activation) with ONNX attributes; Y in X's dtype
+    unless X is float64 (then float64)."""
+    import itertools
+
+    xf = np.asarray(x, np.float64)
+    wf = np.asarray(w, np.float64)
+    group = int(attrs.get("group", 1))
+    sp = xf.ndim - 2
+    s = list(attrs.get("strides") or [1] * sp)
+    d = list(attrs.get("dilations") or [1] * sp)
+    pb, pe, out = resolve_conv(xf.shape, wf.shape, transpose=transpose, **attrs)
+    n, c = xf.shape[:2]
+    ks = wf.shape[2:]
+    cg = c // group
+    if not transpose:
+        m = wf.shape[0]
+        mg = m // group
+        xp = np.pad(xf, [(0, 0), (0, 0)] + [(pb[i], pe[i]) for i in range(sp)])
+        y = np.zeros((n, m, *out))
+        for g in range(group):
+            xg = xp[:, g * cg:(g + 1) * cg]
+            for k in itertools.product(*[range(v) for v in ks]):
+                sl = tuple(slice(k[i] * d[i], k[i] * d[i] + (out[i] - 1) * s[i] + 1, s[i]) for i in range(sp))
+                patch = xg[(slice(None), slice(None)) + sl]
+                y[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", patch,
+                                                       wf[g * mg:(g + 1) * mg][(slice(None), slice(None)) + k])
+    else:
+        mg = wf.shape[1]
+        m = mg * group
+        ins = xf.shape[2:]
+        size = [max(s[i] * (ins[i] - 1) + d[i] * (ks[i] - 1) + 1, out[i] + pb[i]) for i in range(sp)]
+        canvas = np.zeros((n, m, *size))
+        for g in range(group):
+            xg = xf[:, g * cg:(g + 1) * cg]
+            for k in itertools.product(*[range(v) for v in ks]):
+                contrib = np.einsum("nc...,cm->nm...", xg, wf[g * cg:(g + 1) * cg][(slice(None), slice(None)) + k])
+                sl = tuple(slice(k[i] * d[i], k[i] * d[i] + (ins[i] - 1) * s[i] + 1, s[i]) for i in range(sp))
+                canvas[(slice(None), slice(g * mg, (g + 1) * mg)) + sl] += contrib
+        y = canvas[(slice(None), slice(None)) + tuple(slice(pb[i], pb[i] + out[i]) for i in range(sp))]
+    if b is not None:
+        y = y + np.asarray(b, np.float64).reshape((1, m) + (1,) * sp)
+    return _act(y, activation)
+
+
+class _ConvBase(OpRun):
+    op_domain = DOMAIN
+    TRANSPOSE = False
+
+    def _run(self, X, W, B=None, **attrs):
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        y = conv_reference(X, W, B, transpose=self.TRANSPOSE, **attrs)
+        return (y.astype(X.dtype),)
+
+
+class Conv(_ConvBase):
+    def _run(self, X, W, B=None, kernel_shape=None, strides=None, dilations=None, pads=None, auto_pad="NOTSET",
+             group=1, activation="", **_):
+        return super()._run(X, W, B, strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad,
+                            group=group, activation=activation)
+
+
+class ConvTranspose(_ConvBase):
+    TRANSPOSE = True
+
+    def _run(self, X, W, B=None, kernel_shape=None, strides=None, dilations=None, pads=None, auto_pad="NOTSET",
+             group=1, activation="", output_padding=None, output_shape=None, **_):
+        return super()._run(X, W, B, strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad,
+                            group=group, activation=activation, output_padding=output_padding,
+                            output_shape=output_shape)
+
+
+OPS = OPS + (Conv, ConvTranspose)

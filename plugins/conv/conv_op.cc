@@ -24,7 +24,14 @@ std::string input_ref(const ConvSignature& sig, int idx) {
   return os.str();
 }
 
-std::string list(const std::vector<int64_t>& v) { return format_dims(v); }
+// Attribute values as given (format_dims would show negatives as "?").
+std::string list(const std::vector<int64_t>& v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
 
 // "spatial dim 1 (axis 3 of X)" for messages.
 std::string spatial_ref(int i) {

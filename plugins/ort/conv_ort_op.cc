@@ -87,7 +87,12 @@ Status read_conv_attrs(const OrtKernelInfo* info, ConvOp op, conv::ConvAttrs* at
       TRT_FASTOPS_RETURN_IF_ERROR(conv::set_conv_attr_string(op, name, std::string(buf.c_str()), attrs));
       continue;
     }
-    if (kind == conv::ConvAttrKind::ints && succeeded(a->KernelInfoGetAttributeArray_int64(info, n, nullptr, &size))) {
+    // ORT reads a string or int attribute as an empty int list: rule those out first.
+    const bool other_kind = succeeded(a->KernelInfoGetAttribute_int64(info, n, &i)) ||
+                            succeeded(a->KernelInfoGetAttribute_string(info, n, nullptr, &size)) ||
+                            succeeded(a->KernelInfoGetAttribute_float(info, n, &f));
+    if (kind == conv::ConvAttrKind::ints && !other_kind &&
+        succeeded(a->KernelInfoGetAttributeArray_int64(info, n, nullptr, &size))) {
       std::vector<int64_t> v(size);
       if (size > 0) {
         TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->KernelInfoGetAttributeArray_int64(info, n, v.data(), &size),
