@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <limits>
-#include <sstream>
 
 namespace trt_fastops::norm {
 namespace {
@@ -63,15 +62,11 @@ std::vector<int64_t> strip_leading_ones(const std::vector<int64_t>& dims, size_t
 }
 
 std::string input_ref(const NormSignature& sig, int idx) {
-  std::ostringstream os;
-  os << "input '" << sig.inputs[idx].name << "' (index " << idx << ")";
-  return os.str();
+  return str_cat("input '", sig.inputs[idx].name, "' (index ", idx, ")");
 }
 
 std::string output_ref(const NormSignature& sig, int idx) {
-  std::ostringstream os;
-  os << "output '" << sig.outputs[idx].name << "' (index " << idx << ")";
-  return os.str();
+  return str_cat("output '", sig.outputs[idx].name, "' (index ", idx, ")");
 }
 
 std::string input_list(const NormSignature& sig) {
@@ -161,17 +156,15 @@ bool norm_op_from_name(const std::string& name, NormOp* op) {
 }
 
 std::string format_dims(const std::vector<int64_t>& dims) {
-  std::ostringstream os;
-  os << "[";
+  std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) os << ", ";
+    if (i) s += ", ";
     if (dims[i] < 0)
-      os << "?";
+      s += "?";
     else
-      os << dims[i];
+      str_append(s, dims[i]);
   }
-  os << "]";
-  return os.str();
+  return s + "]";
 }
 
 // ---------------------------------------------------------------------------
@@ -385,25 +378,24 @@ Status make_norm_params(NormOp op, const NormAttrs& attrs, const NormShapes& sha
   if (sig.inv_std_dev >= 0) p.rstd_out = static_cast<float*>(buffers.outputs[sig.inv_std_dev]);
   if (sig.sum >= 0) p.sum_out = buffers.outputs[sig.sum];
 
-  if (p.rows > 0) {  // tensors that hold data must have it
-    auto need = [&](const void* ptr, bool wanted, const std::string& what) -> Status {
-      if (wanted && ptr == nullptr) {
-        return Status::errorf(sig.name, ": ", what, " has no data (null pointer)");
-      }
-      return Status::ok();
+  if (p.rows > 0) {  // tensors that hold data must have it (messages built only on failure: hot path)
+    auto missing_input = [&](int idx) {
+      return Status::errorf(sig.name, ": ", input_ref(sig, idx), " has no data (null pointer)");
     };
-    TRT_FASTOPS_RETURN_IF_ERROR(need(p.x, true, input_ref(sig, sig.x)));
-    TRT_FASTOPS_RETURN_IF_ERROR(need(p.gamma, true, input_ref(sig, sig.scale)));
-    if (shapes.has_beta) TRT_FASTOPS_RETURN_IF_ERROR(need(p.beta, true, input_ref(sig, sig.b)));
+    if (p.x == nullptr) return missing_input(sig.x);
+    if (p.gamma == nullptr) return missing_input(sig.scale);
+    if (shapes.has_beta && p.beta == nullptr) return missing_input(sig.b);
     if (shapes.has_skip) {
-      TRT_FASTOPS_RETURN_IF_ERROR(need(p.skip, true, input_ref(sig, sig.skip)));
+      if (p.skip == nullptr) return missing_input(sig.skip);
       if (p.skip_rows <= 0 || p.rows % p.skip_rows != 0) {
         return Status::errorf(sig.name, ": internal error: skip_rows ", p.skip_rows,
                               " does not divide rows ", p.rows);
       }
     }
-    if (shapes.has_bias) TRT_FASTOPS_RETURN_IF_ERROR(need(p.bias, true, input_ref(sig, sig.bias)));
-    TRT_FASTOPS_RETURN_IF_ERROR(need(p.y, true, output_ref(sig, sig.y)));
+    if (shapes.has_bias && p.bias == nullptr) return missing_input(sig.bias);
+    if (p.y == nullptr) {
+      return Status::errorf(sig.name, ": ", output_ref(sig, sig.y), " has no data (null pointer)");
+    }
   }
   *out = p;
   return Status::ok();
