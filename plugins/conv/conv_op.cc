@@ -1,7 +1,6 @@
 #include "plugins/conv/conv_op.h"
 
 #include <algorithm>
-#include <sstream>
 
 namespace trt_fastops::conv {
 namespace {
@@ -19,26 +18,18 @@ const TensorDesc& absent_desc() {
 }
 
 std::string input_ref(const ConvSignature& sig, int idx) {
-  std::ostringstream os;
-  os << "input '" << sig.inputs[idx].name << "' (index " << idx << ")";
-  return os.str();
+  return str_cat("input '", sig.inputs[idx].name, "' (index ", idx, ")");
 }
 
 // Attribute values as given (format_dims would show negatives as "?").
 std::string list(const std::vector<int64_t>& v) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-  os << "]";
-  return os.str();
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += str_cat(i ? ", " : "", v[i]);
+  return s + "]";
 }
 
 // "spatial dim 1 (axis 3 of X)" for messages.
-std::string spatial_ref(int i) {
-  std::ostringstream os;
-  os << "spatial dim " << i << " (axis " << i + 2 << " of X)";
-  return os.str();
-}
+std::string spatial_ref(int i) { return str_cat("spatial dim ", i, " (axis ", i + 2, " of X)"); }
 
 bool all_at_least(const std::vector<int64_t>& v, int64_t lo) {
   return std::all_of(v.begin(), v.end(), [lo](int64_t x) { return x >= lo; });
