@@ -9,8 +9,12 @@ produce, with random weights; no network is needed.
 
 Modules:
     build          named models (bert_tiny, bert_tiny_decomposed*, bert_tiny_dynamic, bert_base,
-                   gpt_tiny*, llama_tiny*), example_inputs(), save(), the CLI
+                   gpt_tiny*, llama_tiny*, and the conv nets resnet_tiny, regnet_tiny,
+                   mobilenet_tiny, efficientnet_tiny, convnext_tiny*, conv1d_tiny, conv3d_tiny,
+                   unet_tiny), example_inputs(), save(), the CLI
     transformer    BERT / GPT-2 / Llama builders with every layer-norm / RMS-norm form
+    convnets       ResNet / RegNet / MobileNet / EfficientNet / ConvNeXt / 1-D / 3-D / U-Net builders
     norm_patterns  single-norm graphs with switches for each rewriter check (tests)
-    reference      numpy references of the trt_fastops ops for onnx.reference (run_reference)
+    reference      numpy references of the trt_fastops ops for onnx.reference (run_reference),
+                   including conv_reference / resolve_conv for Conv and ConvTranspose
 """

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 import onnx
 
+from . import convnets as C
 from . import transformer as T
 
 
@@ -80,6 +81,23 @@ MODELS: dict[str, Entry] = {
 
 #: models small enough for CI.
 TINY_MODELS = tuple(n for n, e in MODELS.items() if e.expected is not None)
+
+#: convolutional networks (tiny, CI-sized); see models/convnets.py. Their convs are
+#: rewritten only with rewrite(conv="all" | "fallback").
+CONV_MODELS_ = {
+    "resnet_tiny": _entry(C.resnet, "ResNet-style CNN: 7x7/2 stem, basic blocks, 1x1/2 downsample, Relu"),
+    "regnet_tiny": _entry(C.regnet, "RegNet-style CNN: grouped 3x3 bottlenecks (group widths 8 and 4)"),
+    "mobilenet_tiny": _entry(C.mobilenet, "MobileNetV2-style CNN: 1x1 expand, ReLU6 (Clip), depthwise 3x3"),
+    "efficientnet_tiny": _entry(C.efficientnet, "EfficientNet-style, TF export: auto_pad SAME_UPPER, SiLU, "
+                                                "depthwise with channel multiplier"),
+    "convnext_tiny": _entry(C.convnext, "ConvNeXt-style CNN: depthwise 7x7, GELU erf form (opset 17)"),
+    "convnext_tiny_opset20": _entry(C.convnext, "ConvNeXt-style CNN with the Gelu op (opset 20)", opset=20),
+    "conv1d_tiny": _entry(C.conv1d, "1-D CNN: strided feature extractor + GELU, causal dilated stack"),
+    "conv3d_tiny": _entry(C.conv3d, "3-D CNN: dilated and grouped 3-D convs, ConvTranspose 3-D upsampling"),
+    "unet_tiny": _entry(C.unet, "U-Net-style 2-D encoder/decoder with ConvTranspose (grouped, output_padding)"),
+}
+MODELS.update(CONV_MODELS_)
+CONV_MODELS = tuple(CONV_MODELS_)
 
 
 def names() -> list[str]:

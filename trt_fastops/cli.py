@@ -11,11 +11,12 @@ EXAMPLES = textwrap.dedent("""\
       trt-fastops info
       trt-fastops rewrite model.onnx -o model.fast.onnx --report rewrite.json
       trt-fastops rewrite model.onnx -o model.fast.onnx --ops LayerNorm,RMSNorm
+      trt-fastops rewrite convnet.onnx -o convnet.fast.onnx --conv fallback
       trt-fastops check model.onnx model.fast.onnx
       trt-fastops check model.onnx model.fast.onnx --device cuda --cuda-graph
     """)
 
-ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm")
+ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Conv", "ConvTranspose")
 
 
 def _cmd_info(args) -> int:
@@ -87,7 +88,7 @@ def _cmd_rewrite(args) -> int:
 
     try:
         result = rewrite_file(args.input, args.output, ops=_parse_ops(args.ops), report_path=args.report,
-                              plugin_attributes=args.plugin_attributes)
+                              plugin_attributes=args.plugin_attributes, conv=args.conv)
     except RewriteError as e:
         print(f"trt-fastops rewrite: {e}", file=sys.stderr)
         return 2
@@ -139,6 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("input", help="ONNX model to rewrite (external data next to it is kept external)")
     s.add_argument("-o", "--output", required=True, help="where to write the rewritten model")
     s.add_argument("--ops", help=f"comma-separated subset of {','.join(ALL_OPS)} (default: all)")
+    s.add_argument("--conv", choices=("off", "fallback", "all"),
+                   help="which Conv/ConvTranspose to rewrite: off (default, unless --ops names a conv op), "
+                        "fallback (only those cuDNN runs poorly: dilated 3-D, odd grouped, asymmetric pads, ...), "
+                        "all")
     s.add_argument("--report", help="also write the rewrite report (every rewrite and refusal) as JSON")
     s.add_argument("--plugin-attributes", action="store_true",
                    help="add plugin_version/plugin_namespace attributes for TensorRT's ONNX parser")

@@ -5,11 +5,17 @@
     result.model                               # the rewritten onnx.ModelProto
     print(result.report.to_text())             # every rewrite and every refusal
     rewrite_file("in.onnx", "out.onnx", report_path="report.json")   # external data stays external
+    rewrite(model, conv="fallback")            # also convolutions (see conv.py for the policies)
 
 Rules (one per module, each an onnxscript RewriteRuleClassBase with pattern / check / rewrite):
 layer_norm, layer_norm_decomposed -> LayerNorm; skip_layer_norm -> SkipLayerNorm;
-rms_norm, rms_norm_decomposed, skip_rms_norm -> RMSNorm. The norm rules run first
-(largest patterns first), then the skip fusions, with dead-code removal after each pass.
+rms_norm, rms_norm_decomposed, skip_rms_norm -> RMSNorm; conv -> Conv, conv_transpose ->
+ConvTranspose (each with a folded activation when one follows). The norm and conv rules run
+first (largest patterns first), then the skip fusions, with dead-code removal after each pass.
+
+Convolutions follow a policy, conv= "off" | "fallback" | "all" (conv.py explains the fallback
+rule). By default (conv=None) it is "off", unless `ops` names Conv or ConvTranspose
+explicitly, which means "all"; naming them together with conv="off" is an error.
 """
 from __future__ import annotations
 
@@ -24,14 +30,19 @@ import onnx_ir.passes.common as ir_passes
 from onnxscript.rewriter import RULE_NAME_TAG
 from onnxscript.rewriter import pattern as orp
 
-from . import layer_norm, layer_norm_decomposed, rms_norm, rms_norm_decomposed, skip_layer_norm, skip_rms_norm
+from . import conv as conv_rules
+from . import (conv_transpose, layer_norm, layer_norm_decomposed, rms_norm, rms_norm_decomposed, skip_layer_norm,
+               skip_rms_norm)
 from ._common import DOMAIN, Recorder, recording
 from ._report import RefusalRecord, RewriteRecord, RewriteReport
 
-__all__ = ["ALL_OPS", "MAX_IR_VERSION", "RewriteError", "RewriteReport", "RewriteResult", "rewrite",
+__all__ = ["ALL_OPS", "CONV_OPS", "CONV_POLICIES", "MAX_IR_VERSION", "RewriteError", "RewriteReport", "RewriteResult", "rewrite",
            "rewrite_file", "rule_modules"]
 
-ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm")
+ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Conv", "ConvTranspose")
+#: the ops governed by the conv= policy
+CONV_OPS = ("Conv", "ConvTranspose")
+CONV_POLICIES = conv_rules.POLICIES
 OPSET_VERSION = 1
 #: ONNX Runtime 1.31 reads IR versions up to 13 (onnx 1.23 writes 14 by default).
 MAX_IR_VERSION = 13
@@ -40,6 +51,8 @@ _MODULES = {
     "LayerNorm": (layer_norm, layer_norm_decomposed),
     "SkipLayerNorm": (skip_layer_norm,),
     "RMSNorm": (rms_norm, rms_norm_decomposed, skip_rms_norm),
+    "Conv": (conv_rules,),
+    "ConvTranspose": (conv_transpose,),
 }
 
 
@@ -69,31 +82,33 @@ def rule_modules(ops: Iterable[str] | None = None) -> list:
     return mods
 
 
-def rewrite(model, ops: Iterable[str] | None = None, *, plugin_attributes: bool = False) -> RewriteResult:
+def rewrite(model, ops: Iterable[str] | None = None, *, plugin_attributes: bool = False,
+            conv: str | None = None) -> RewriteResult:
     """Rewrite `model` to use trt_fastops ops.
 
     model: onnx.ModelProto, onnx_ir.Model (rewritten in place), or the path of an
     .onnx file. ops: subset of ALL_OPS (None = all). plugin_attributes: add
     plugin_version="1" / plugin_namespace="trt_fastops" to our nodes (for TensorRT's
-    ONNX parser). Raises RewriteError for unreadable or invalid models.
+    ONNX parser). conv: "off", "fallback" or "all" (None: "off" unless `ops` names a
+    conv op). Raises RewriteError for unreadable or invalid models or bad arguments.
     """
-    ops = _normalize_ops(ops)
+    ops, conv = _resolve_ops(ops, conv)
     ir_model = _load(model)
-    report = _run(ir_model, ops, plugin_attributes=plugin_attributes)
+    report = _run(ir_model, ops, plugin_attributes=plugin_attributes, conv=conv)
     return RewriteResult(ir_model, report)
 
 
 def rewrite_file(in_path, out_path, ops: Iterable[str] | None = None, *, report_path=None,
-                 plugin_attributes: bool = False) -> RewriteResult:
+                 plugin_attributes: bool = False, conv: str | None = None) -> RewriteResult:
     """Rewrite the model file `in_path` into `out_path` (and the JSON report into report_path).
 
     Weights stored as external data stay external: they are written to
     `<out_path name>.data` next to out_path without being inlined.
     """
-    ops = _normalize_ops(ops)
+    ops, conv = _resolve_ops(ops, conv)
     ir_model = _load_path(in_path)
     external = any(isinstance(v.const_value, ir.ExternalTensor) for v in ir_model.graph.initializers.values())
-    report = _run(ir_model, ops, plugin_attributes=plugin_attributes)
+    report = _run(ir_model, ops, plugin_attributes=plugin_attributes, conv=conv)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -136,6 +151,22 @@ def _normalize_ops(ops) -> list[str]:
     if bad:
         raise RewriteError(f"unknown op(s) {', '.join(map(repr, bad))}; choose from {', '.join(ALL_OPS)}")
     return [o for o in ALL_OPS if o in ops]  # canonical order, no duplicates
+
+
+def _resolve_ops(ops, conv) -> tuple[list[str], str]:
+    """The ops to rewrite and the conv policy (conv ops are dropped when it is "off")."""
+    explicit = ops is not None
+    ops = _normalize_ops(ops)
+    named = [o for o in ops if o in CONV_OPS] if explicit else []
+    if conv is None:
+        conv = "all" if named else "off"
+    if conv not in CONV_POLICIES:
+        raise RewriteError(f"unknown conv policy {conv!r}; choose from {', '.join(CONV_POLICIES)}")
+    if conv == "off":
+        if named:
+            raise RewriteError(f"ops names {', '.join(named)} but conv='off'; use conv='fallback' or 'all'")
+        ops = [o for o in ops if o not in CONV_OPS]
+    return ops, conv
 
 
 def _load_path(path) -> ir.Model:
@@ -224,18 +255,18 @@ def _stages(ops: list[str]) -> list[list[orp.RewriteRule]]:
     return [[r for r in rules if (r.trt_fastops_rule.STAGE, -r.trt_fastops_rule.size) == k] for k in keys]
 
 
-def _run(model: ir.Model, ops: list[str], *, plugin_attributes: bool) -> RewriteReport:
+def _run(model: ir.Model, ops: list[str], *, plugin_attributes: bool, conv: str = "off") -> RewriteReport:
     ir_passes.NameFixPass()(model)  # every node named, for the report
     ir_passes.ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
     recorder = Recorder(model.graph)
-    with recording(recorder):
+    with recording(recorder), conv_rules.policy(conv):
         for group in _stages(ops):
             if orp.RewriteRuleSet(group).apply_to_model(model):
                 ir_passes.RemoveUnusedNodesPass()(model)
                 # a Sum output may feed nodes placed before the new node
                 ir_passes.TopologicalSortPass()(model)
     ir_passes.RemoveUnusedNodesPass()(model)
-    report = RewriteReport(ops=list(ops))
+    report = RewriteReport(ops=list(ops), conv=conv)
     _tidy_names(model, recorder)
     _collect(model, recorder, report)
     _finish(model, report, plugin_attributes=plugin_attributes)

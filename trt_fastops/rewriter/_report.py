@@ -26,6 +26,10 @@ class RewriteRecord:
             extra.append("Linear bias folded in")
         if self.details.get("shapes_assumed"):
             extra.append("dynamic X/Skip dims not provably compatible; the op checks them at run time")
+        if self.details.get("activation"):
+            extra.append(f"{self.details['activation']} folded in")
+        if self.details.get("fallback"):
+            extra.append(f"fallback: {self.details['fallback']}")
         return f"  rewrote  {self.op} '{self.node}' <- {nodes}  ({'; '.join(extra)})"
 
 
@@ -52,6 +56,7 @@ class RewriteReport:
     ir_version: int | None = None                # of the output model
     opset_imports: dict = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
+    conv: str = "off"                            # conv policy: off, fallback or all
 
     def counts(self) -> dict[str, int]:
         """Rewrites per new op type, e.g. {"SkipLayerNorm": 5}."""
@@ -70,6 +75,7 @@ class RewriteReport:
             "ir_version": self.ir_version,
             "opset_imports": dict(self.opset_imports),
             "notes": list(self.notes),
+            "conv": self.conv,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -78,7 +84,8 @@ class RewriteReport:
     def to_text(self) -> str:
         counts = self.counts()
         summary = ", ".join(f"{op} {n}" for op, n in counts.items()) or "nothing"
-        lines = [f"trt_fastops rewrite ({', '.join(self.ops)}): {len(self.rewrites)} rewrites "
+        policy = f"; conv={self.conv}" if self.conv != "off" else ""
+        lines = [f"trt_fastops rewrite ({', '.join(self.ops)}{policy}): {len(self.rewrites)} rewrites "
                  f"({summary}), {len(self.refusals)} refusals"]
         lines += [r.line() for r in self.rewrites]
         lines += [r.line() for r in self.refusals]
