@@ -570,14 +570,12 @@ Status make_conv_params(ConvOp op, const ConvAttrs& attrs, const ConvShapes& sha
     w_elems *= p.kernel[i];
   }
   if (y_elems > 0) {
-    auto need = [&](const void* ptr, bool holds_data, const std::string& what) -> Status {
-      if (holds_data && ptr == nullptr) return Status::errorf(sig.name, ": ", what, " has no data (null pointer)");
-      return Status::ok();
-    };
-    TRT_FASTOPS_RETURN_IF_ERROR(need(p.x, x_elems > 0, input_ref(sig, sig.x)));
-    TRT_FASTOPS_RETURN_IF_ERROR(need(p.w, w_elems > 0, input_ref(sig, sig.w)));
-    if (shapes.has_bias) TRT_FASTOPS_RETURN_IF_ERROR(need(p.bias, true, input_ref(sig, sig.b)));
-    TRT_FASTOPS_RETURN_IF_ERROR(need(p.y, true, "output 'Y' (index 0)"));
+    // Messages are built only on failure (this runs on every compute).
+    auto missing = [&](const char* what) { return Status::errorf(sig.name, ": ", what, " has no data (null pointer)"); };
+    if (p.x == nullptr && x_elems > 0) return missing("input 'X' (index 0)");
+    if (p.w == nullptr && w_elems > 0) return missing("input 'W' (index 1)");
+    if (shapes.has_bias && p.bias == nullptr) return missing("input 'B' (index 2)");
+    if (p.y == nullptr) return missing("output 'Y' (index 0)");
   }
   *out = p;
   return Status::ok();
