@@ -373,6 +373,25 @@ def test_symbolic_and_unknown_dims():
     check("Conv", "float16", feeds, attrs, graph_shapes={"X": None, "W": None, "B": None})
 
 
+def test_unknown_output_dims_stay_unknown_downstream():
+    """Spatial dims that depend on symbolic input dims are unknown, not -1 values that a
+    following ONNX op would turn into negative sizes."""
+    rng = np.random.default_rng(12)
+    w = numpy_helper.from_array(rand(rng, (6, 4, 3, 3), "float32"), "W")
+    w2 = numpy_helper.from_array(rand(rng, (5, 6, 3, 3), "float32"), "W2")
+    nodes = [helper.make_node("Conv", ["X", "W"], ["c"], domain=DOMAIN, pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Conv", ["c", "W2"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 4, "H", "W"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, w2])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)],
+                              ir_version=IR_VERSION)
+    sess = make_session(model)
+    shape = sess.get_outputs()[0].shape
+    assert shape[:2] == ["N", 5] and not any(isinstance(d, int) and d < 0 for d in shape), shape
+    x = rand(rng, (2, 4, 9, 11), "float32")
+    assert sess.run(None, {"X": x})[0].shape == (2, 5, 3, 4)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
 def test_output_dtypes(op, dtype):

@@ -1,6 +1,7 @@
 #include "plugins/ort/conv_ort_op.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -13,8 +14,8 @@
 
 namespace trt_fastops::ort {
 
-// The CUDA path (plugins/ort/conv_ort_cuda.cc). This weak default only keeps the
-// library linkable while that file is absent; the real definition replaces it.
+// The CUDA path is plugins/ort/conv_ort_cuda.cc. This weak default only keeps the
+// library linkable in a tree without that file; the real definition replaces it.
 __attribute__((weak)) OrtStatus* conv_compute_cuda(OrtKernelContext*, const conv::ConvParams&, const char* op_name,
                                                    const std::string& node_name) {
   std::string msg = std::string(op_name) + ": the CUDA implementation is not built into this library";
@@ -343,7 +344,7 @@ OrtStatusPtr ORT_API_CALL compute(void* kernel, OrtKernelContext* ctx) {
 // Shape inference. ORT 1.31 ignores the status this returns, so validation
 // that must stop a session lives in create_kernel; here Y gets its type and
 // whatever of its shape is known: N keeps X's symbolic name, other unknown
-// dims are left unnamed.
+// dims get fresh symbols.
 
 Status infer_shapes_impl(const ConvCustomOp& cop, OrtShapeInferContext* ctx) {
   const OrtApi* a = api();
@@ -385,8 +386,20 @@ Status infer_shapes_impl(const ConvCustomOp& cop, OrtShapeInferContext* ctx) {
   TRT_FASTOPS_RETURN_IF_ERROR(conv::infer_conv(cop.op, attrs, inputs, &shapes));
   if (shapes.y_dims.empty()) return Status::ok();  // rank unknown: nothing to say
 
+  // An unknown dim needs a symbol: with an empty one ORT would record the value -1.
+  // Fresh names ("trt_fastops_unk_17") say "unknown, unrelated to any other dim".
+  static std::atomic<uint64_t> next_symbol{0};
+  std::vector<std::string> fresh(shapes.y_dims.size());
   std::vector<const char*> names(shapes.y_dims.size(), "");
-  if (shapes.y_dims[0] < 0 && !n_symbol.empty()) names[0] = n_symbol.c_str();
+  for (size_t i = 0; i < shapes.y_dims.size(); ++i) {
+    if (shapes.y_dims[i] >= 0) continue;
+    if (i == 0 && !n_symbol.empty()) {
+      names[i] = n_symbol.c_str();
+      continue;
+    }
+    fresh[i] = "trt_fastops_unk_" + std::to_string(next_symbol.fetch_add(1, std::memory_order_relaxed));
+    names[i] = fresh[i].c_str();
+  }
   OrtTensorTypeAndShapeInfo* y = nullptr;
   TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->CreateTensorTypeAndShapeInfo(&y), "CreateTensorTypeAndShapeInfo"));
   Status st = from_ort_status(a->SetTensorElementType(y, element_type_of(shapes.dtype)), "SetTensorElementType");
