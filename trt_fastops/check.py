@@ -124,10 +124,14 @@ def _run_reference(model: onnx.ModelProto, feeds) -> dict[str, np.ndarray]:
     return dict(zip(names, sess.run(names, feeds)))
 
 
-def _run_rewritten(model: onnx.ModelProto, feeds, device: str, cuda_graph: bool) -> dict[str, np.ndarray]:
+def _run_rewritten(model: onnx.ModelProto, feeds, device: str, cuda_graph: bool,
+                   tf32: bool) -> dict[str, np.ndarray]:
     from . import ort as ort_helpers
 
-    providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
+    # The CUDA EP runs float32 MatMul/Conv in TF32 by default (~1e-3 relative error), which would
+    # hide what this check is about: our ops against the original graph. Off unless asked for.
+    cuda = ("CUDAExecutionProvider", {"use_tf32": "1" if tf32 else "0"})
+    providers = [cuda, "CPUExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
     sess = ort_helpers.make_session(model, providers=providers, cuda_graph=cuda_graph)
     names = [o.name for o in sess.get_outputs()]
     if not cuda_graph:
@@ -149,8 +153,12 @@ def _run_rewritten(model: onnx.ModelProto, feeds, device: str, cuda_graph: bool)
 def compare_models(original, rewritten, *, device: str = "cpu", cuda_graph: bool = False,
                    inputs: Mapping[str, np.ndarray] | None = None, seed: int = 0,
                    dims: Mapping[str, int] | None = None,
-                   atol: float | None = None, rtol: float | None = None) -> CheckReport:
-    """Run both models on the same inputs and compare every output of the original."""
+                   atol: float | None = None, rtol: float | None = None, tf32: bool = False) -> CheckReport:
+    """Run both models on the same inputs and compare every output of the original.
+
+    tf32: let the CUDA EP use TF32 for float32 MatMul/Conv (its default; off here so
+    that differences come from the rewritten ops, not from the other nodes' precision).
+    """
     try:
         import onnxruntime  # noqa: F401
     except ImportError as e:
@@ -162,7 +170,7 @@ def compare_models(original, rewritten, *, device: str = "cpu", cuda_graph: bool
     orig, rew = _load(original), _load(rewritten)
     feeds = dict(inputs) if inputs is not None else random_inputs(orig, seed=seed, dims=dims)
     ref = _run_reference(orig, feeds)
-    got = _run_rewritten(rew, feeds, device, cuda_graph)
+    got = _run_rewritten(rew, feeds, device, cuda_graph, tf32)
     diffs = []
     for name, r in ref.items():
         if name not in got:

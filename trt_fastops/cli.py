@@ -117,7 +117,8 @@ def _cmd_check(args) -> int:
             inputs = {k: f[k] for k in f.files}
     try:
         report = compare_models(args.original, args.rewritten, device=device, cuda_graph=args.cuda_graph,
-                                inputs=inputs, seed=args.seed, dims=dims, atol=args.atol, rtol=args.rtol)
+                                inputs=inputs, seed=args.seed, dims=dims, atol=args.atol, rtol=args.rtol,
+                                tf32=args.tf32)
     except CheckError as e:
         print(f"trt-fastops check: {e}", file=sys.stderr)
         return 2
@@ -160,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--inputs", help=".npz file with the inputs (default: seeded random)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--dim", action="append", metavar="NAME=INT", help="value of a symbolic input dim")
+    s.add_argument("--tf32", action="store_true",
+                   help="let the CUDA EP use TF32 for float32 MatMul/Conv (off by default: it adds ~1e-3 error)")
     s.add_argument("--atol", type=float)
     s.add_argument("--rtol", type=float)
     s.set_defaults(func=_cmd_check)
