@@ -1,0 +1,265 @@
+// Host side of trt_fastops' own convolution kernels: validation, kernel
+// choice and launches (device code and design: conv_fallback.cuh).
+//
+// Instantiations: direct 3 dtypes x 2 (Conv, ConvTranspose); tensor-core GEMM
+// 2 dtypes x 2 x BN {64, 128}; float32 GEMM 2; weight packing 3 x 2; bias +
+// activation 3 x 2 (16-byte packs or scalars). Runtime-only choices (activation, bias, dims) stay runtime.
+#include "plugins/conv/conv_fallback.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "plugins/common/cuda_utils.cuh"
+#include "plugins/common/dispatch.cuh"
+#include "plugins/conv/conv_fallback.cuh"
+
+namespace trt_fastops::conv {
+namespace {
+
+constexpr int64_t kDimLimit = int64_t(1) << 30;    // any single size, pad or kernel extent
+constexpr int64_t kPlaneLimit = int64_t(1) << 31;  // elements of one channel plane (exclusive)
+constexpr int64_t kDepthLimit = (int64_t(1) << 31) - 256;  // GEMM depth cg * prod(kernel)
+constexpr int kMaxGridYZ = 65535;
+constexpr int kDirectMinChannels = 16;  // fewer output channels per group: direct kernel
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = int64_t(1) << 20;  // grid-stride beyond this
+
+// a * b, or -1 when it would reach `limit`.
+int64_t mul_below(int64_t a, int64_t b, int64_t limit) {
+  if (a < 0 || b < 0) return -1;
+  if (a != 0 && b > (limit - 1) / a) return -1;
+  return a * b;
+}
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+unsigned blocks_for(int64_t total) {
+  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>((total + kThreads - 1) / kThreads, 1), kMaxBlocks));
+}
+
+}  // namespace
+
+bool conv_output_empty(const ConvParams& p) {
+  if (p.n == 0 || p.c_out == 0) return true;
+  for (int i = 0; i < p.spatial && i < CONV_MAX_SPATIAL; ++i)
+    if (p.out[i] == 0) return true;
+  return false;
+}
+
+Status check_conv_params(const ConvParams& p, ConvGeometry* geom) {
+  const char* op = conv_op_name(p);
+  if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
+    return Status::errorf(op, ": unsupported dtype ", static_cast<int>(p.dtype));
+  if (p.spatial < 1 || p.spatial > CONV_MAX_SPATIAL)
+    return Status::errorf(op, ": ", p.spatial, " spatial dims, expected 1, 2 or 3");
+  if (p.n < 0 || p.c_in < 0 || p.c_out < 0)
+    return Status::errorf(op, ": negative size (n ", p.n, ", c_in ", p.c_in, ", c_out ", p.c_out, ")");
+  if (p.c_in >= kPlaneLimit || p.c_out >= kPlaneLimit)
+    return Status::errorf(op, ": ", p.c_in, " input / ", p.c_out, " output channels, at most 2^31 - 1 supported");
+  if (p.group < 1 || p.group >= kPlaneLimit) return Status::errorf(op, ": group ", p.group, " must be >= 1");
+  if (p.c_in % p.group != 0 || p.c_out % p.group != 0)
+    return Status::errorf(op, ": group ", p.group, " does not divide the ", p.c_in, " input and ", p.c_out,
+                          " output channels");
+  const int act = static_cast<int>(p.activation);
+  if (act < ACT_NONE || act > ACT_GELU) return Status::errorf(op, ": unknown activation ", act);
+
+  ConvGeometry g{};
+  for (int d = 0; d < 3; ++d) {
+    g.in[d] = g.out[d] = g.kernel[d] = g.stride[d] = g.dilation[d] = 1;
+    g.pad[d] = 0;
+  }
+  const int front = 3 - p.spatial;  // 1-D / 2-D: leading dims of size 1
+  int64_t in_sp = 1, out_sp = 1, ks = 1;
+  for (int i = 0; i < p.spatial; ++i) {
+    const int64_t in = p.in[i], out = p.out[i], k = p.kernel[i], s = p.stride[i], dl = p.dilation[i],
+                  pb = p.pad_begin[i];
+    if (k < 1 || s < 1 || dl < 1)
+      return Status::errorf(op, ": spatial dim ", i, " has kernel ", k, ", stride ", s, ", dilation ", dl,
+                            " (each must be >= 1)");
+    if (in < 0 || out < 0) return Status::errorf(op, ": spatial dim ", i, " has a negative size");
+    if (in >= kDimLimit || out >= kDimLimit || k >= kDimLimit || s >= kDimLimit || dl >= kDimLimit ||
+        pb >= kDimLimit || pb <= -kDimLimit || (k - 1) * dl >= kDimLimit)
+      return Status::errorf(op, ": spatial dim ", i, " (in ", in, ", out ", out, ", kernel ", k, ", stride ", s,
+                            ", dilation ", dl, ", pad ", pb, ") exceeds 2^30");
+    in_sp = mul_below(in_sp, in, kPlaneLimit);
+    out_sp = mul_below(out_sp, out, kPlaneLimit);
+    ks = mul_below(ks, k, kPlaneLimit);
+    if (in_sp < 0 || out_sp < 0 || ks < 0)
+      return Status::errorf(op, ": a channel plane (or the kernel) has 2^31 or more elements");
+    const int d = front + i;
+    g.in[d] = static_cast<int>(in);
+    g.out[d] = static_cast<int>(out);
+    g.kernel[d] = static_cast<int>(k);
+    g.stride[d] = static_cast<int>(s);
+    g.dilation[d] = static_cast<int>(dl);
+    g.pad[d] = static_cast<int>(pb);
+  }
+  g.in_sp = in_sp;
+  g.out_sp = out_sp;
+  g.batch = p.n;
+  g.c_in = static_cast<int>(p.c_in);
+  g.c_out = static_cast<int>(p.c_out);
+  g.group = static_cast<int>(p.group);
+  g.cg = static_cast<int>(p.c_in / p.group);
+  g.kg = static_cast<int>(p.c_out / p.group);
+  g.ks = static_cast<int>(ks);
+  const int64_t kgemm = mul_below(g.cg, ks, kDepthLimit);
+  if (kgemm < 0)
+    return Status::errorf(op, ": ", g.cg, " input channels per group times ", ks,
+                          " kernel taps exceeds 2^31 - 256");
+  g.kgemm = static_cast<int>(kgemm);
+  g.activation = act;
+  g.transpose = p.transpose;
+  g.div_cg = FastDiv(static_cast<uint32_t>(std::max(g.cg, 1)));
+  g.div_kw = FastDiv(static_cast<uint32_t>(g.kernel[2]));
+  g.div_kh = FastDiv(static_cast<uint32_t>(g.kernel[1]));
+  g.div_sd = FastDiv(static_cast<uint32_t>(g.stride[0]));
+  g.div_sh = FastDiv(static_cast<uint32_t>(g.stride[1]));
+  g.div_sw = FastDiv(static_cast<uint32_t>(g.stride[2]));
+  g.div_osp = FastDiv(static_cast<uint32_t>(std::max<int64_t>(out_sp, 1)));
+  g.div_ow = FastDiv(static_cast<uint32_t>(g.out[2]));
+  g.div_oh = FastDiv(static_cast<uint32_t>(g.out[1]));
+
+  const int64_t max64 = std::numeric_limits<int64_t>::max();
+  g.m_total = mul_below(p.n, out_sp, max64);
+  const int64_t y_numel = g.m_total < 0 ? -1 : mul_below(g.m_total, p.c_out, max64);
+  const int64_t x_numel = mul_below(mul_below(p.n, p.c_in, max64), in_sp, max64);
+  if (g.m_total < 0 || y_numel < 0 || x_numel < 0) return Status::errorf(op, ": tensor sizes overflow int64");
+  if (!conv_output_empty(p)) {
+    if ((g.m_total + GEMM_BM - 1) / GEMM_BM > std::numeric_limits<int32_t>::max())
+      return Status::errorf(op, ": ", g.m_total, " output positions is too many for one launch");
+    const int64_t w_numel = int64_t(g.c_out) * g.cg * g.ks;  // both layouts have c_out * cg * ks elements
+    if (p.y == nullptr) return Status::errorf(op, ": output y is null");
+    if (x_numel > 0 && p.x == nullptr) return Status::errorf(op, ": input x is null");
+    if (w_numel > 0 && p.w == nullptr) return Status::errorf(op, ": weight w is null");
+  }
+  *geom = g;
+  return Status::ok();
+}
+
+Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* plan) {
+  FallbackPlan out;
+  TRT_FASTOPS_RETURN_IF_ERROR(check_conv_params(p, &out.geom));
+  if (conv_output_empty(p)) {
+    out.kernel = FallbackKernel::none;
+    *plan = out;
+    return Status::ok();
+  }
+  ConvGeometry& g = out.geom;
+  const bool wide16 = p.dtype != DType::f32;
+  const int bn = wide16 && g.kg > 64 ? 128 : 64;
+  const int bk = wide16 ? MMA_BK : SIMT_BK;
+  const int64_t kg_pad = round_up(g.kg, bn);
+  const bool can_gemm = g.group <= kMaxGridYZ && kg_pad / bn <= kMaxGridYZ;
+  bool gemm;
+  if (force == FallbackKernel::direct) {
+    gemm = false;
+  } else if (force == FallbackKernel::gemm) {
+    gemm = can_gemm;
+  } else {
+    gemm = can_gemm && g.kgemm > 0 && g.kg >= kDirectMinChannels;
+  }
+  if (!gemm) {
+    if (int64_t(g.c_out) * g.out_sp >= kPlaneLimit)
+      return Status::errorf(conv_op_name(p), ": ", g.c_out, " x ", g.out_sp,
+                            " output elements per image is too many for the direct kernel");
+    out.kernel = FallbackKernel::direct;
+    *plan = out;
+    return Status::ok();
+  }
+  out.kernel = FallbackKernel::gemm;
+  out.bn = wide16 ? bn : SIMT_BN;
+  g.kg_pad = static_cast<int>(round_up(g.kg, out.bn));
+  g.kgemm_pad = static_cast<int>(round_up(g.kgemm, bk));
+  const int64_t elems = mul_below(mul_below(g.group, g.kg_pad, int64_t(1) << 62), g.kgemm_pad, int64_t(1) << 60);
+  if (elems < 0) return Status::errorf(conv_op_name(p), ": packed weights too large");
+  out.workspace = static_cast<size_t>(elems * dtype_size(p.dtype));
+  *plan = out;
+  return Status::ok();
+}
+
+cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* workspace, cudaStream_t stream) {
+  if (plan.kernel == FallbackKernel::none) return cudaSuccess;
+  if (plan.kernel == FallbackKernel::gemm && plan.workspace > 0 && (workspace == nullptr || !is_aligned(workspace, 16)))
+    return cudaErrorInvalidValue;
+  const ConvGeometry& g = plan.geom;
+  return dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
+    using T = typename decltype(tag)::type;
+    ConvArgs<T> a;
+    a.g = g;
+    a.x = static_cast<const T*>(p.x);
+    a.w = static_cast<const T*>(p.w);
+    a.wp = static_cast<const T*>(workspace);
+    a.bias = static_cast<const T*>(p.bias);
+    a.y = static_cast<T*>(p.y);
+    return dispatch_bool(p.transpose, [&](auto TRANSPOSE) -> cudaError_t {
+      constexpr bool TR = TRANSPOSE.value;
+      if (plan.kernel == FallbackKernel::direct) {
+        const dim3 grid(blocks_for(int64_t(g.c_out) * g.out_sp),
+                        static_cast<unsigned>(std::min<int64_t>(g.batch, kMaxGridYZ)));
+        conv_direct_kernel<T, TR><<<grid, kThreads, 0, stream>>>(a);
+        return cudaGetLastError();
+      }
+      if (plan.kernel != FallbackKernel::gemm) return cudaErrorInvalidValue;
+      constexpr bool WIDE16 = sizeof(T) == 2;
+      const int64_t packed = int64_t(g.group) * g.kg_pad * g.kgemm_pad;
+      if (packed > 0) {
+        conv_pack_weights_kernel<T, TR, WIDE16>
+            <<<blocks_for(packed), kThreads, 0, stream>>>(g, a.w, static_cast<T*>(workspace));
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+      }
+      const dim3 grid(static_cast<unsigned>((g.m_total + GEMM_BM - 1) / GEMM_BM),
+                      static_cast<unsigned>(g.kg_pad / plan.bn), static_cast<unsigned>(g.group));
+      if constexpr (WIDE16) {
+        return dispatch_int<64, 128>(plan.bn, [&](auto BN) {
+          conv_gemm_mma_kernel<T, TR, BN.value><<<grid, GEMM_THREADS, 0, stream>>>(a);
+          return cudaGetLastError();
+        });
+      } else {
+        if (plan.bn != SIMT_BN) return cudaErrorInvalidValue;
+        conv_gemm_simt_kernel<TR><<<grid, GEMM_THREADS, 0, stream>>>(a);
+        return cudaGetLastError();
+      }
+    });
+  });
+}
+
+cudaError_t run_bias_activation(const ConvParams& p, cudaStream_t stream) {
+  if (p.bias == nullptr && p.activation == Activation::none) return cudaSuccess;
+  if (conv_output_empty(p)) return cudaSuccess;
+  int64_t out_sp = 1;
+  for (int i = 0; i < p.spatial; ++i) out_sp *= p.out[i];
+  const int64_t planes = p.n * p.c_out;
+  return dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
+    using T = typename decltype(tag)::type;
+    constexpr int VEC = Pack<T>::N;
+    const bool vec = out_sp % VEC == 0 && is_aligned(p.y, 16);
+    return dispatch_bool(vec, [&](auto V) {
+      const int64_t units = V.value ? out_sp / VEC : out_sp;
+      const dim3 grid(static_cast<unsigned>(std::min<int64_t>((units + kThreads - 1) / kThreads, 1024)),
+                      static_cast<unsigned>(std::min<int64_t>(planes, kMaxGridYZ)));
+      conv_bias_act_kernel<T, V.value><<<grid, kThreads, 0, stream>>>(
+          static_cast<T*>(p.y), static_cast<const T*>(p.bias), planes, out_sp, static_cast<int>(p.c_out),
+          static_cast<int>(p.activation));
+      return cudaGetLastError();
+    });
+  });
+}
+
+std::string fallback_kernel_name(const FallbackPlan& plan, const ConvParams& p) {
+  const std::string t = dtype_name(p.dtype);
+  const std::string tr = p.transpose ? ",transpose" : "";
+  switch (plan.kernel) {
+    case FallbackKernel::none: return "none";
+    case FallbackKernel::direct: return "direct<" + t + tr + ">";
+    case FallbackKernel::gemm:
+      if (p.dtype == DType::f32) return "gemm_simt<" + t + tr + ">";
+      return "gemm_mma<" + t + ",bn" + std::to_string(plan.bn) + tr + ">";
+  }
+  return "invalid";
+}
+
+}  // namespace trt_fastops::conv

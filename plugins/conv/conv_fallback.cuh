@@ -1,0 +1,634 @@
+// Device code of trt_fastops' own convolution (the fallback for everything
+// cuDNN refuses, and the whole implementation where cuDNN is missing).
+// Framework-free; the host side is conv_fallback.cu.
+//
+// Every convolution is an implicit GEMM per group g:
+//   C[m, j] = sum_k A[m, k] * B[k, j]
+//   m = (image, output position)          M = batch * prod(out)
+//   j = output channel within the group   N = kg = c_out / group
+//   k = tap * cg + input channel          K = cg * prod(kernel), cg = c_in / group
+// Taps are the outer part of k, so decoding a k row of an A tile (tap and
+// channel) is shared by all the positions of that row, and the per-element
+// work is an add, a bounds check and a load (see load_a_tile).
+//   Conv:          A[m, k] = x[image, g*cg + c, o*stride - pad + tap*dilation]
+//   ConvTranspose: A[m, k] = x[image, g*cg + c, p] where o + pad - tap*dilation = p*stride
+//                  (the gather form of the scatter ONNX defines; other taps are 0)
+// and zero outside the input. B is the weight, repacked per call by
+// conv_pack_weights_kernel into a zero-padded tile-friendly layout (workspace).
+// y = act(C + bias) in float32, rounded once to T.
+//
+// Kernels:
+//   conv_gemm_mma_kernel<T = half|bf16, TRANSPOSE, BN>  tensor cores (mma.sync m16n8k16,
+//       float32 accumulation), CTA tile 128 x BN x 32, 8 warps, two-stage pipeline:
+//       A gathered into registers one tile ahead, B by cp.async.
+//   conv_gemm_simt_kernel<TRANSPOSE>  float32 by FFMA (no TF32), CTA tile 128 x 64 x 16.
+//   conv_direct_kernel<T, TRANSPOSE>  one thread per output element: few output
+//       channels per group (depthwise), no k at all (c_in == 0), huge group counts.
+//   conv_bias_act_kernel<T>           bias + activation in place (after a cuDNN
+//       convolution that could not fuse them).
+// Indices into tensors are 64-bit; spatial offsets inside one channel plane
+// are 32-bit (the launcher refuses planes of 2^31 elements or more).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "plugins/common/cuda_utils.cuh"
+#include "plugins/conv/conv_geometry.h"
+
+namespace trt_fastops::conv {
+
+template <typename T>
+struct ConvArgs {
+  ConvGeometry g;
+  const T* x;
+  const T* w;     // weights as ONNX gives them
+  const T* wp;    // packed weights (GEMM kernels)
+  const T* bias;  // [c_out] or null
+  T* y;
+};
+
+enum : int { ACT_NONE = 0, ACT_RELU = 1, ACT_SILU = 2, ACT_GELU = 3 };
+
+__device__ __forceinline__ float apply_activation(float v, int act) {
+  switch (act) {
+    case ACT_RELU: return v < 0.f ? 0.f : v;  // NaN stays NaN
+    case ACT_SILU: return __fdividef(v, 1.f + expf(-v));  // no IEEE-division slow-path call; -0 for v < -88
+    case ACT_GELU: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    default: return v;
+  }
+}
+
+// Input position along one dim for output position o and tap offset t*dilation,
+// or -1 when that tap reads nothing. base is o*stride - pad (Conv) or o + pad
+// (ConvTranspose), see the row setup of each kernel.
+template <bool TRANSPOSE>
+__device__ __forceinline__ int input_pos(int base, int tap_off, int in, const FastDiv& stride_div, int stride) {
+  if constexpr (!TRANSPOSE) {
+    const int i = base + tap_off;
+    return (unsigned)i < (unsigned)in ? i : -1;
+  } else {
+    const int t = base - tap_off;
+    if (t < 0) return -1;
+    const int q = static_cast<int>(stride_div.div(static_cast<uint32_t>(t)));
+    return (t - q * stride == 0 && q < in) ? q : -1;
+  }
+}
+
+template <bool TRANSPOSE>
+__device__ __forceinline__ int row_base(int o, int stride, int pad) {
+  return TRANSPOSE ? o + pad : o * stride - pad;
+}
+
+// ---------------------------------------------------------------------------
+// Weight packing. Packed layouts (zero beyond kg / kgemm):
+//   K_MAJOR (tensor-core kernels): wp[g][j < kg_pad][k < kgemm_pad]
+//   else    (float32 kernel):      wp[g][k < kgemm_pad][j < kg_pad]
+// with k = tap * cg + c. Source layouts: Conv w[g*kg + j][c][tap],
+// ConvTranspose w[g*cg + c][j][tap].
+
+template <typename T, bool TRANSPOSE, bool K_MAJOR>
+__global__ void __launch_bounds__(256) conv_pack_weights_kernel(ConvGeometry g, const T* __restrict__ w,
+                                                                T* __restrict__ wp) {
+  const int64_t total = int64_t(g.group) * g.kg_pad * g.kgemm_pad;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    int k, j;
+    int64_t grp;
+    if constexpr (K_MAJOR) {
+      k = static_cast<int>(idx % g.kgemm_pad);
+      const int64_t t = idx / g.kgemm_pad;
+      j = static_cast<int>(t % g.kg_pad);
+      grp = t / g.kg_pad;
+    } else {
+      j = static_cast<int>(idx % g.kg_pad);
+      const int64_t t = idx / g.kg_pad;
+      k = static_cast<int>(t % g.kgemm_pad);
+      grp = t / g.kgemm_pad;
+    }
+    T v = from_float<T>(0.f);
+    if (j < g.kg && k < g.kgemm) {
+      const int tap = k / g.cg;
+      const int c = k - tap * g.cg;
+      int64_t src;
+      if constexpr (!TRANSPOSE) {
+        src = ((grp * g.kg + j) * g.cg + c) * g.ks + tap;
+      } else {
+        src = ((grp * g.cg + c) * g.kg + j) * g.ks + tap;
+      }
+      v = w[src];
+    }
+    wp[idx] = v;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Direct kernel: one thread per output element of an image (channel, position),
+// position fastest so neighbouring threads read neighbouring inputs and share
+// the weights of one channel; images along grid.y. The launcher guarantees
+// c_out * out_sp < 2^31 (32-bit index and FastDiv decode within an image).
+
+template <typename T, bool TRANSPOSE>
+__global__ void __launch_bounds__(256, 4) conv_direct_kernel(ConvArgs<T> a) {
+  const ConvGeometry& g = a.g;
+  const int64_t per_image = int64_t(g.c_out) * g.out_sp;
+  for (int64_t image = blockIdx.y; image < g.batch; image += gridDim.y) {
+    const T* x_image = a.x + image * g.c_in * g.in_sp;
+    T* y_image = a.y + image * per_image;
+    for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < per_image;
+         idx += int64_t(gridDim.x) * blockDim.x) {
+      const uint32_t i32 = static_cast<uint32_t>(idx);
+      const int co = static_cast<int>(g.div_osp.div(i32));
+      const int pos = static_cast<int>(i32) - co * static_cast<int>(g.out_sp);
+      const int q = static_cast<int>(g.div_ow.div(static_cast<uint32_t>(pos)));
+      const int ow = pos - q * g.out[2];
+      const int od = static_cast<int>(g.div_oh.div(static_cast<uint32_t>(q)));
+      const int oh = q - od * g.out[1];
+      const int grp = co / g.kg;
+      const int j = co - grp * g.kg;
+      const int bd = row_base<TRANSPOSE>(od, g.stride[0], g.pad[0]);
+      const int bh = row_base<TRANSPOSE>(oh, g.stride[1], g.pad[1]);
+      const int bw = row_base<TRANSPOSE>(ow, g.stride[2], g.pad[2]);
+      const T* xg = x_image + int64_t(grp) * g.cg * g.in_sp;
+      // Weight of (c, tap) = w[wbase + c * wc + tap]: Conv w[co][c][tap], ConvTranspose w[g*cg + c][j][tap].
+      const int64_t wbase = TRANSPOSE ? (int64_t(grp) * g.cg * g.kg + j) * g.ks : int64_t(co) * g.cg * g.ks;
+      const int64_t wc = TRANSPOSE ? int64_t(g.kg) * g.ks : g.ks;
+      float acc = 0.f;
+      int tap = 0;
+      for (int kd = 0; kd < g.kernel[0]; ++kd) {
+        const int id = input_pos<TRANSPOSE>(bd, kd * g.dilation[0], g.in[0], g.div_sd, g.stride[0]);
+        for (int kh = 0; kh < g.kernel[1]; ++kh) {
+          const int ih = input_pos<TRANSPOSE>(bh, kh * g.dilation[1], g.in[1], g.div_sh, g.stride[1]);
+          for (int kw = 0; kw < g.kernel[2]; ++kw, ++tap) {
+            const int iw = input_pos<TRANSPOSE>(bw, kw * g.dilation[2], g.in[2], g.div_sw, g.stride[2]);
+            if ((id | ih | iw) < 0) continue;
+            const T* xp = xg + (id * g.in[1] + ih) * g.in[2] + iw;
+            const T* wt = a.w + wbase + tap;
+            for (int c = 0; c < g.cg; ++c) {
+              acc = fmaf(to_float(__ldg(xp + c * g.in_sp)), to_float(__ldg(wt + c * wc)), acc);
+            }
+          }
+        }
+      }
+      if (a.bias != nullptr) acc += to_float(__ldg(a.bias + co));
+      y_image[idx] = from_float<T>(apply_activation(acc, g.activation));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// In-place bias + activation over y [planes = batch * c_out][out_sp]: planes
+// along grid.y (grid-stride), positions along x. VEC: whole 16-byte packs
+// (out_sp a multiple of the pack and y 16-byte aligned), else scalars.
+
+template <typename T, bool VEC>
+__global__ void __launch_bounds__(256) conv_bias_act_kernel(T* y, const T* bias, int64_t planes, int64_t out_sp,
+                                                            int c_out, int activation) {
+  constexpr int N = VEC ? Pack<T>::N : 1;
+  const int64_t units = out_sp / N;  // packs (or elements) per plane
+  for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+    const float b = bias != nullptr ? to_float(__ldg(bias + plane % c_out)) : 0.f;
+    T* row = y + plane * out_sp;
+    for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += int64_t(gridDim.x) * blockDim.x) {
+      if constexpr (VEC) {
+        float v[Pack<T>::N];
+        pack_to_float(load_pack_ordered(row + u * N), v);
+#pragma unroll
+        for (int e = 0; e < Pack<T>::N; ++e) v[e] = apply_activation(v[e] + b, activation);
+        store_pack(row + u * N, float_to_pack<T>(v));
+      } else {
+        row[u] = from_float<T>(apply_activation(to_float(row[u]) + b, activation));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Shared pieces of the GEMM kernels.
+
+constexpr int GEMM_THREADS = 256;
+constexpr int GEMM_WARPS = GEMM_THREADS / 32;
+constexpr int GEMM_BM = 128;  // output positions per CTA
+constexpr int A_ROWS = GEMM_BM / 32;  // m rows per thread in the A gather (lane + 32 * i)
+
+// Where the A rows of one thread start: for m = m0 + lane + 32 * i.
+struct ARows {
+  int64_t xoff[A_ROWS];  // x offset of (image, first channel of the group)
+  int bd[A_ROWS], bh[A_ROWS], bw[A_ROWS];
+  bool valid[A_ROWS];
+};
+
+template <bool TRANSPOSE>
+__device__ __forceinline__ void setup_a_rows(const ConvGeometry& g, int64_t m0, int lane, int grp, ARows& r) {
+#pragma unroll
+  for (int i = 0; i < A_ROWS; ++i) {
+    const int64_t m = m0 + lane + 32 * i;
+    r.valid[i] = m < g.m_total;
+    const int64_t mm = r.valid[i] ? m : 0;
+    const int64_t image = mm / g.out_sp;
+    const int pos = static_cast<int>(mm - image * g.out_sp);
+    const int ow = pos % g.out[2];
+    const int t = pos / g.out[2];
+    const int oh = t % g.out[1];
+    const int od = t / g.out[1];
+    r.bd[i] = row_base<TRANSPOSE>(od, g.stride[0], g.pad[0]);
+    r.bh[i] = row_base<TRANSPOSE>(oh, g.stride[1], g.pad[1]);
+    r.bw[i] = row_base<TRANSPOSE>(ow, g.stride[2], g.pad[2]);
+    r.xoff[i] = (image * g.c_in + int64_t(grp) * g.cg) * g.in_sp;
+  }
+}
+
+// Gathers the A tile rows krow = warp + 8 * j (j < KROWS) of k tile kt into
+// registers: v[j][i] for m row i. Elements outside the input (or beyond K / M)
+// are zero. Raw element bits (uint16_t for 16-bit types, float for float32).
+template <typename E, bool TRANSPOSE, int KROWS, int BK>
+__device__ __forceinline__ void load_a_tile(const ConvGeometry& g, const E* __restrict__ x, const ARows& r,
+                                            int kt, int warp, E (&v)[KROWS][A_ROWS]) {
+#pragma unroll
+  for (int j = 0; j < KROWS; ++j) {
+    const int k = kt * BK + warp + GEMM_WARPS * j;
+    const bool kvalid = k < g.kgemm;
+    const int tap = static_cast<int>(g.div_cg.div(static_cast<uint32_t>(k)));
+    const int c = k - tap * g.cg;
+    const int q = static_cast<int>(g.div_kw.div(static_cast<uint32_t>(tap)));
+    const int kw = tap - q * g.kernel[2];
+    const int kd = static_cast<int>(g.div_kh.div(static_cast<uint32_t>(q)));
+    const int kh = q - kd * g.kernel[1];
+    const int off_d = kd * g.dilation[0];
+    const int off_h = kh * g.dilation[1];
+    const int off_w = kw * g.dilation[2];
+    const int64_t coff = int64_t(c) * g.in_sp;
+#pragma unroll
+    for (int i = 0; i < A_ROWS; ++i) {
+      const int id = input_pos<TRANSPOSE>(r.bd[i], off_d, g.in[0], g.div_sd, g.stride[0]);
+      const int ih = input_pos<TRANSPOSE>(r.bh[i], off_h, g.in[1], g.div_sh, g.stride[1]);
+      const int iw = input_pos<TRANSPOSE>(r.bw[i], off_w, g.in[2], g.div_sw, g.stride[2]);
+      const bool ok = kvalid && r.valid[i] && (id | ih | iw) >= 0;
+      const E* p = x + r.xoff[i] + coff + (id * g.in[1] + ih) * g.in[2] + iw;
+      v[j][i] = ok ? __ldg(p) : E(0);
+    }
+  }
+}
+
+// Writes the CTA's C tile (staged in shared memory as cs[n][m], row stride
+// CS_STRIDE elements, already biased, activated and rounded) to y with the
+// warps over channels and the lanes over consecutive output positions.
+template <typename T, int BN, int CS_STRIDE>
+__device__ __forceinline__ void store_c_tile(const ConvGeometry& g, const T* cs, T* __restrict__ y, int64_t m0,
+                                             int n0, int grp, int warp, int lane) {
+  int64_t ybase[A_ROWS];
+  bool valid[A_ROWS];
+#pragma unroll
+  for (int i = 0; i < A_ROWS; ++i) {
+    const int64_t m = m0 + lane + 32 * i;
+    valid[i] = m < g.m_total;
+    const int64_t mm = valid[i] ? m : 0;
+    const int64_t image = mm / g.out_sp;
+    ybase[i] = image * g.c_out * g.out_sp + (mm - image * g.out_sp);
+  }
+  for (int row = warp; row < BN; row += GEMM_WARPS) {
+    const int j = n0 + row;
+    if (j >= g.kg) break;  // rows only grow: warp-uniform exit
+    const int64_t choff = (int64_t(grp) * g.kg + j) * g.out_sp;
+#pragma unroll
+    for (int i = 0; i < A_ROWS; ++i) {
+      if (valid[i]) y[ybase[i] + choff] = cs[row * CS_STRIDE + lane + 32 * i];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// PTX wrappers (sm_80+).
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p))
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p))
+               : "memory");
+}
+
+// d += a (16x16, row) * b (16x8, col), float32 accumulation.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---------------------------------------------------------------------------
+// Tensor-core implicit GEMM (16-bit types).
+//
+// Shared memory per stage: As[k][m] (m contiguous, row stride 128 + 8 so the
+// eight rows one ldmatrix reads fall in distinct banks) and Bs[n][k] (k
+// contiguous, row stride 32 + 8 for the same reason). A fragments come from
+// As with ldmatrix.trans, B fragments from Bs with ldmatrix: exactly the
+// m16n8k16 register layouts. Warps: BN = 128 -> 2 (m) x 4 (n), warp tile 64 x 32;
+// BN = 64 -> 4 x 2, warp tile 32 x 32. After the K loop the tile goes through
+// shared memory (cs[n][m]) so that y is written along positions.
+
+constexpr int MMA_BK = 32;
+constexpr int MMA_AS_STRIDE = GEMM_BM + 8;
+constexpr int MMA_BS_STRIDE = MMA_BK + 8;
+constexpr int MMA_CS_STRIDE = GEMM_BM + 8;
+
+template <int BN>
+struct MmaSmem {
+  static constexpr int A_STAGE = MMA_BK * MMA_AS_STRIDE;  // elements
+  static constexpr int B_STAGE = BN * MMA_BS_STRIDE;
+  static constexpr int PIPE_BYTES = 2 * (A_STAGE + B_STAGE) * 2;
+  static constexpr int C_BYTES = BN * MMA_CS_STRIDE * 2;
+  static constexpr int BYTES = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;
+};
+
+template <typename T, bool TRANSPOSE, int BN>
+__global__ void __launch_bounds__(GEMM_THREADS, BN == 128 ? 1 : 2) conv_gemm_mma_kernel(ConvArgs<T> a) {
+  static_assert(sizeof(T) == 2, "tensor-core path is for 16-bit types");
+  static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
+  constexpr int BK = MMA_BK;
+  constexpr int KROWS = BK / GEMM_WARPS;  // A k rows per thread
+  constexpr int WARPS_N = BN / 32;
+  constexpr int WARPS_M = GEMM_WARPS / WARPS_N;
+  constexpr int WM = GEMM_BM / WARPS_M;  // 64 or 32
+  constexpr int MT = WM / 16;            // m16 tiles per warp
+  constexpr int NT = 4;                  // n8 tiles per warp (warp tile 32 wide)
+  constexpr int B_CHUNKS = BN * BK * 2 / 16 / GEMM_THREADS;  // 16-byte copies per thread
+  using Smem = MmaSmem<BN>;
+
+  __shared__ __align__(16) unsigned char smem[Smem::BYTES];
+  uint16_t* as = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* bs = as + 2 * Smem::A_STAGE;
+
+  const ConvGeometry& g = a.g;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int warp_m = warp % WARPS_M;
+  const int warp_n = warp / WARPS_M;
+  const int grp = blockIdx.z;
+  const int64_t m0 = int64_t(blockIdx.x) * GEMM_BM;
+  const int n0 = blockIdx.y * BN;
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(a.x);
+  const uint16_t* wp = reinterpret_cast<const uint16_t*>(a.wp) + (int64_t(grp) * g.kg_pad + n0) * g.kgemm_pad;
+
+  ARows rows;
+  setup_a_rows<TRANSPOSE>(g, m0, lane, grp, rows);
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+
+  uint16_t av[KROWS][A_ROWS];
+  auto store_a = [&](int stage) {
+    uint16_t* dst = as + stage * Smem::A_STAGE;
+#pragma unroll
+    for (int j = 0; j < KROWS; ++j)
+#pragma unroll
+      for (int i = 0; i < A_ROWS; ++i) dst[(warp + GEMM_WARPS * j) * MMA_AS_STRIDE + lane + 32 * i] = av[j][i];
+  };
+  auto issue_b = [&](int kt, int stage) {
+    uint16_t* dst = bs + stage * Smem::B_STAGE;
+#pragma unroll
+    for (int q = 0; q < B_CHUNKS; ++q) {
+      const int chunk = tid + q * GEMM_THREADS;
+      const int row = chunk / (BK / 8);
+      const int col = (chunk % (BK / 8)) * 8;
+      cp_async_16(dst + row * MMA_BS_STRIDE + col, wp + int64_t(row) * g.kgemm_pad + kt * BK + col);
+    }
+    cp_async_commit();
+  };
+
+  const int ktiles = (g.kgemm + BK - 1) / BK;
+  if (ktiles > 0) {
+    load_a_tile<uint16_t, TRANSPOSE, KROWS, BK>(g, x, rows, 0, warp, av);
+    issue_b(0, 0);
+    store_a(0);
+    cp_async_wait_all();
+    __syncthreads();
+  }
+
+  // ldmatrix lane roles: lane / 8 picks one of the four 8x8 matrices, lane % 8 its row.
+  const int lq = lane >> 3;
+  const int lr = lane & 7;
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int stage = kt & 1;
+    const bool more = kt + 1 < ktiles;
+    if (more) {
+      load_a_tile<uint16_t, TRANSPOSE, KROWS, BK>(g, x, rows, kt + 1, warp, av);
+      issue_b(kt + 1, stage ^ 1);
+    }
+    const uint16_t* a_st = as + stage * Smem::A_STAGE;
+    const uint16_t* b_st = bs + stage * Smem::B_STAGE;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      uint32_t af[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        // matrices: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)
+        const int k = kk + lr + (lq >> 1) * 8;
+        const int m = warp_m * WM + mt * 16 + (lq & 1) * 8;
+        ldmatrix_x4_trans(af[mt], a_st + k * MMA_AS_STRIDE + m);
+      }
+      uint32_t bf[NT][2];
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
+        const int n = warp_n * 32 + np * 16 + lr + (lq >> 1) * 8;
+        const int k = kk + (lq & 1) * 8;
+        uint32_t r[4];
+        ldmatrix_x4(r, b_st + n * MMA_BS_STRIDE + k);
+        bf[2 * np][0] = r[0];
+        bf[2 * np][1] = r[1];
+        bf[2 * np + 1][0] = r[2];
+        bf[2 * np + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mma_16816<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+    }
+    if (more) {
+      store_a(stage ^ 1);
+      cp_async_wait_all();
+    }
+    __syncthreads();
+  }
+
+  // Epilogue: bias + activation in float32, one rounding, staged as cs[n][m].
+  T* cs = reinterpret_cast<T*>(smem);
+  const int gid = lane >> 2;  // row group of the accumulator layout
+  const int tig = lane & 3;   // thread in group
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int n_local = warp_n * 32 + nt * 8 + tig * 2 + e;
+      const int j = n0 + n_local;
+      float b = 0.f;
+      if (a.bias != nullptr && j < g.kg) b = to_float(__ldg(a.bias + int64_t(grp) * g.kg + j));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int m_local = warp_m * WM + mt * 16 + gid + h * 8;
+          cs[n_local * MMA_CS_STRIDE + m_local] = from_float<T>(apply_activation(acc[mt][nt][h * 2 + e] + b, g.activation));
+        }
+      }
+    }
+  }
+  __syncthreads();
+  store_c_tile<T, BN, MMA_CS_STRIDE>(g, cs, a.y, m0, n0, grp, warp, lane);
+}
+
+// ---------------------------------------------------------------------------
+// Float32 implicit GEMM by FFMA. 16 x 16 threads; thread (tx, ty) owns
+// m = {tx*4 .. tx*4+3, 64 + tx*4 .. 64 + tx*4+3} and n = ty*4 .. ty*4+3.
+// As[k][m] and Bs[k][n] rows are read as float4 (broadcast across the
+// threads sharing them); packed weights are n-contiguous for this kernel.
+
+constexpr int SIMT_BN = 64;
+constexpr int SIMT_BK = 16;
+constexpr int SIMT_CS_STRIDE = GEMM_BM + 4;
+
+struct SimtSmem {
+  static constexpr int A_STAGE = SIMT_BK * GEMM_BM;  // floats
+  static constexpr int B_STAGE = SIMT_BK * SIMT_BN;
+  static constexpr int PIPE_BYTES = 2 * (A_STAGE + B_STAGE) * 4;
+  static constexpr int C_BYTES = SIMT_BN * SIMT_CS_STRIDE * 4;
+  static constexpr int BYTES = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;
+};
+
+template <bool TRANSPOSE>
+__global__ void __launch_bounds__(GEMM_THREADS, 2) conv_gemm_simt_kernel(ConvArgs<float> a) {
+  constexpr int BK = SIMT_BK;
+  constexpr int BN = SIMT_BN;
+  constexpr int KROWS = BK / GEMM_WARPS;
+  static_assert(BK * BN / 4 == GEMM_THREADS, "one 16-byte B copy per thread");
+
+  __shared__ __align__(16) float smem[SimtSmem::BYTES / 4];
+  float* as = smem;
+  float* bs = smem + 2 * SimtSmem::A_STAGE;
+
+  const ConvGeometry& g = a.g;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int tx = tid & 15;
+  const int ty = tid >> 4;
+  const int grp = blockIdx.z;
+  const int64_t m0 = int64_t(blockIdx.x) * GEMM_BM;
+  const int n0 = blockIdx.y * BN;
+  const float* wp = a.wp + int64_t(grp) * g.kgemm_pad * g.kg_pad + n0;
+
+  ARows rows;
+  setup_a_rows<TRANSPOSE>(g, m0, lane, grp, rows);
+
+  float acc[8][4];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+
+  float av[KROWS][A_ROWS];
+  auto store_a = [&](int stage) {
+    float* dst = as + stage * SimtSmem::A_STAGE;
+#pragma unroll
+    for (int j = 0; j < KROWS; ++j)
+#pragma unroll
+      for (int i = 0; i < A_ROWS; ++i) dst[(warp + GEMM_WARPS * j) * GEMM_BM + lane + 32 * i] = av[j][i];
+  };
+  const int b_row = tid / (BN / 4);
+  const int b_col = (tid % (BN / 4)) * 4;
+  auto issue_b = [&](int kt, int stage) {
+    float* dst = bs + stage * SimtSmem::B_STAGE;
+    cp_async_16(dst + b_row * BN + b_col, wp + (int64_t(kt) * BK + b_row) * g.kg_pad + b_col);
+    cp_async_commit();
+  };
+
+  const int ktiles = (g.kgemm + BK - 1) / BK;
+  if (ktiles > 0) {
+    load_a_tile<float, TRANSPOSE, KROWS, BK>(g, a.x, rows, 0, warp, av);
+    issue_b(0, 0);
+    store_a(0);
+    cp_async_wait_all();
+    __syncthreads();
+  }
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int stage = kt & 1;
+    const bool more = kt + 1 < ktiles;
+    if (more) {
+      load_a_tile<float, TRANSPOSE, KROWS, BK>(g, a.x, rows, kt + 1, warp, av);
+      issue_b(kt + 1, stage ^ 1);
+    }
+    const float* a_st = as + stage * SimtSmem::A_STAGE;
+    const float* b_st = bs + stage * SimtSmem::B_STAGE;
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      const float4 a0 = *reinterpret_cast<const float4*>(a_st + k * GEMM_BM + tx * 4);
+      const float4 a1 = *reinterpret_cast<const float4*>(a_st + k * GEMM_BM + 64 + tx * 4);
+      const float4 b = *reinterpret_cast<const float4*>(b_st + k * BN + ty * 4);
+      const float am[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float bn[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(am[i], bn[j], acc[i][j]);
+    }
+    if (more) {
+      store_a(stage ^ 1);
+      cp_async_wait_all();
+    }
+    __syncthreads();
+  }
+
+  float* cs = smem;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int n_local = ty * 4 + j;
+    const int jj = n0 + n_local;
+    float b = 0.f;
+    if (a.bias != nullptr && jj < g.kg) b = __ldg(a.bias + int64_t(grp) * g.kg + jj);
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = apply_activation(acc[i][j] + b, g.activation);
+    *reinterpret_cast<float4*>(cs + n_local * SIMT_CS_STRIDE + tx * 4) = make_float4(v[0], v[1], v[2], v[3]);
+    *reinterpret_cast<float4*>(cs + n_local * SIMT_CS_STRIDE + 64 + tx * 4) = make_float4(v[4], v[5], v[6], v[7]);
+  }
+  __syncthreads();
+  store_c_tile<float, BN, SIMT_CS_STRIDE>(g, cs, a.y, m0, n0, grp, warp, lane);
+}
+
+}  // namespace trt_fastops::conv

@@ -1,0 +1,58 @@
+// Host side of trt_fastops' own convolution kernels (conv_fallback.cuh):
+// validation of ConvParams, kernel choice, launch. Used by the conv launcher
+// (conv_launch.cu); adapters go through conv_launch.h instead.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "plugins/common/status.h"
+#include "plugins/conv/conv.h"
+#include "plugins/conv/conv_geometry.h"
+
+namespace trt_fastops::conv {
+
+enum class FallbackKernel : int32_t {
+  none = 0,       // empty output: nothing to do
+  direct = 1,     // one thread per output element
+  gemm = 2,       // implicit GEMM: tensor cores for 16-bit types, FFMA for float32
+};
+
+struct FallbackPlan {
+  FallbackKernel kernel = FallbackKernel::none;
+  int bn = 0;             // GEMM tile width (64 or 128)
+  size_t workspace = 0;   // packed weights (GEMM), 0 otherwise
+  ConvGeometry geom{};
+};
+
+// "Conv" or "ConvTranspose".
+inline const char* conv_op_name(const ConvParams& p) { return p.transpose ? "ConvTranspose" : "Conv"; }
+
+// Checks what the kernels rely on (sizes, limits, pointers) and fills geom.
+// Messages name the op and the offending field. Empty outputs are valid.
+Status check_conv_params(const ConvParams& p, ConvGeometry* geom);
+
+// True when the output has no element (n, c_out or an output dim is 0).
+bool conv_output_empty(const ConvParams& p);
+
+// Chooses the kernel: force = none picks (direct for few output channels per
+// group, no input channels or > 65535 groups; GEMM otherwise); direct / gemm
+// force one (gemm falls back to direct only for > 65535 groups).
+Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* plan);
+
+// Enqueues the plan for p's pointers. workspace: plan.workspace bytes,
+// 16-byte aligned (may be null when plan.workspace == 0). Never synchronises,
+// never allocates: safe under CUDA-graph capture.
+cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* workspace, cudaStream_t stream);
+
+// y = act(y + bias) in place (bias optional), for a cuDNN convolution whose
+// bias / activation could not be fused.
+cudaError_t run_bias_activation(const ConvParams& p, cudaStream_t stream);
+
+// "gemm_mma<float16,bn128>", "gemm_simt<float32>", "direct<bfloat16>" (+ ",transpose").
+std::string fallback_kernel_name(const FallbackPlan& plan, const ConvParams& p);
+
+}  // namespace trt_fastops::conv

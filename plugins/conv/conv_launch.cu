@@ -1,0 +1,287 @@
+// Conv launcher: plan cache, planning (cuDNN or fallback), execution and the
+// cuDNN-failure fallback. Contract and environment: conv_launch.h.
+#include "plugins/conv/conv_launch.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "plugins/common/cuda_status.h"
+#include "plugins/common/cuda_utils.cuh"
+#include "plugins/conv/conv_cudnn.h"
+#include "plugins/conv/conv_fallback.h"
+#include "plugins/conv/plan_cache.h"
+
+namespace trt_fastops::conv {
+
+struct ConvPlan {
+  ConvKey key{};
+  bool empty = false;
+  FallbackPlan fallback;                     // always valid: the plan itself, or cuDNN's backup
+  std::shared_ptr<const CudnnPlan> cudnn;    // set when cuDNN runs it
+  bool separate_epilogue = false;
+  size_t workspace = 0;                      // max(cuDNN's, fallback's)
+  std::string description;
+  std::string fallback_kernel;
+  std::string cudnn_refusal;
+};
+
+namespace {
+
+using PlanCache = LruCache<ConvKey, ConvPlanHandle, ConvKeyHash>;
+
+// Never destroyed: plans hold cuDNN graphs whose teardown at exit could run
+// after libcudnn / the CUDA context are gone.
+PlanCache& plan_cache() {
+  static PlanCache* cache = new PlanCache(conv_cache_capacity_from_env());
+  return *cache;
+}
+
+std::atomic<uint64_t> g_cudnn_plans{0}, g_fallback_plans{0}, g_exec_failures{0}, g_capture_misses{0};
+std::atomic<int> g_debug_fail_cudnn{0};  // conv_debug_fail_cudnn_executions
+
+// Consumes one armed debug failure, if any.
+bool take_debug_failure() {
+  int n = g_debug_fail_cudnn.load(std::memory_order_relaxed);
+  while (n > 0) {
+    if (g_debug_fail_cudnn.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+bool env_flag(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  return !(std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 || std::strcmp(v, "off") == 0);
+}
+
+long long env_int(const char* name, long long fallback, long long lo) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  return (end == v || *end != '\0' || n < lo) ? fallback : n;
+}
+
+CudnnPlanOptions cudnn_options_from_env() {
+  CudnnPlanOptions o;
+  o.autotune = env_flag("TRT_FASTOPS_CONV_AUTOTUNE", true);
+  o.max_candidates = static_cast<int>(env_int("TRT_FASTOPS_CONV_AUTOTUNE_PLANS", 8, 1));
+  o.max_workspace = env_int("TRT_FASTOPS_CONV_MAX_WORKSPACE_MB", 256, 0) << 20;
+  o.allow_tf32 = env_flag("TRT_FASTOPS_CONV_ALLOW_TF32", false);
+  o.allow_runtime_compilation = env_flag("TRT_FASTOPS_CONV_RUNTIME_COMPILE", true);
+  return o;
+}
+
+void warn_cudnn_unavailable_once(const std::string& reason) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr,
+                 "trt_fastops: cuDNN is not available (%s); Conv/ConvTranspose run on trt_fastops' own CUDA "
+                 "kernels\n",
+                 reason.c_str());
+  });
+}
+
+void warn_exec_failure_once(const std::string& what) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr,
+                 "trt_fastops: a cached cuDNN convolution plan failed at execution (%s); it was evicted and "
+                 "trt_fastops' own kernel is used for that signature from now on (further failures are "
+                 "counted in conv_cache_stats, not printed)\n",
+                 what.c_str());
+  });
+}
+
+FallbackKernel forced_kernel(ConvBackend b) {
+  switch (b) {
+    case ConvBackend::fallback_gemm: return FallbackKernel::gemm;
+    case ConvBackend::fallback_direct: return FallbackKernel::direct;
+    default: return FallbackKernel::none;
+  }
+}
+
+Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, cudaStream_t stream,
+                  std::shared_ptr<ConvPlan>* out) {
+  auto plan = std::make_shared<ConvPlan>();
+  plan->key = key;
+  TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(p, forced_kernel(backend), &plan->fallback));
+  plan->empty = plan->fallback.kernel == FallbackKernel::none;
+  plan->fallback_kernel = fallback_kernel_name(plan->fallback, p);
+  plan->workspace = plan->fallback.workspace;
+  if (plan->empty) {
+    plan->description = "empty output (nothing to compute)";
+    *out = std::move(plan);
+    return Status::ok();
+  }
+  if (backend == ConvBackend::automatic || backend == ConvBackend::cudnn) {
+    CudnnPlanResult r;
+    TRT_FASTOPS_RETURN_IF_ERROR(cudnn_build_plan(p, stream, cudnn_options_from_env(), &r));
+    if (r.plan) {
+      plan->cudnn = std::move(r.plan);
+      plan->separate_epilogue = r.separate_epilogue;
+      plan->workspace = std::max(plan->workspace, r.workspace);
+      plan->description = "cudnn " + r.description;
+    } else {
+      plan->cudnn_refusal = r.reason;
+      size_t version = 0;
+      const Status lib = cudnn_library_status(&version);
+      if (!lib.is_ok()) warn_cudnn_unavailable_once(lib.message());
+      if (backend == ConvBackend::cudnn)
+        return Status::errorf(conv_op_name(p), ": cuDNN cannot run ", describe_conv(p, int(key.device)), ": ",
+                              r.reason);
+    }
+  } else {
+    plan->cudnn_refusal = std::string("backend '") + conv_backend_name(backend) + "' requested";
+  }
+  if (!plan->cudnn) plan->description = "fallback " + plan->fallback_kernel;
+  *out = std::move(plan);
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* conv_backend_name(ConvBackend backend) {
+  switch (backend) {
+    case ConvBackend::automatic: return "auto";
+    case ConvBackend::cudnn: return "cudnn";
+    case ConvBackend::fallback: return "fallback";
+    case ConvBackend::fallback_gemm: return "gemm";
+    case ConvBackend::fallback_direct: return "direct";
+  }
+  return "invalid";
+}
+
+bool parse_conv_backend(const std::string& name, ConvBackend* backend) {
+  for (ConvBackend b : {ConvBackend::automatic, ConvBackend::cudnn, ConvBackend::fallback, ConvBackend::fallback_gemm,
+                        ConvBackend::fallback_direct}) {
+    if (name == conv_backend_name(b)) {
+      *backend = b;
+      return true;
+    }
+  }
+  return false;
+}
+
+Status conv_prepare(const ConvParams& p, cudaStream_t stream, ConvPlanHandle* plan, size_t* workspace_bytes,
+                    ConvBackend backend) {
+  if (plan == nullptr || workspace_bytes == nullptr)
+    return Status::errorf(conv_op_name(p), ": conv_prepare needs plan and workspace_bytes outputs");
+  plan->reset();
+  *workspace_bytes = 0;
+  if (backend == ConvBackend::automatic && env_flag("TRT_FASTOPS_CONV_FORCE_FALLBACK", false))
+    backend = ConvBackend::fallback;
+  int device = 0;
+  TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
+  const ConvKey key = make_conv_key(p, device, static_cast<int>(backend));
+  if (std::optional<ConvPlanHandle> hit = plan_cache().get(key)) {
+    *plan = std::move(*hit);
+    *workspace_bytes = (*plan)->workspace;
+    return Status::ok();
+  }
+  // Miss: never plan into a graph being captured.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing"));
+  if (capture != cudaStreamCaptureStatusNone) {
+    g_capture_misses.fetch_add(1, std::memory_order_relaxed);
+    return Status::errorf(conv_op_name(p), ": no cached plan for ", describe_conv(p, device),
+                          " while the stream is being captured into a CUDA graph; planning (cuDNN heuristics, "
+                          "autotuning, allocation) cannot be captured: run the model once without capture first "
+                          "(warm-up), or raise TRT_FASTOPS_CONV_CACHE_SIZE if the plan was evicted");
+  }
+  std::shared_ptr<ConvPlan> built;
+  TRT_FASTOPS_RETURN_IF_ERROR(build_plan(p, key, backend, stream, &built));
+  (built->cudnn ? g_cudnn_plans : g_fallback_plans).fetch_add(1, std::memory_order_relaxed);
+  plan_cache().put(key, built);
+  *workspace_bytes = built->workspace;
+  *plan = std::move(built);
+  return Status::ok();
+}
+
+Status conv_run(const ConvParams& p, const ConvPlanHandle& plan, void* workspace, size_t workspace_bytes,
+                cudaStream_t stream) {
+  const char* op = conv_op_name(p);
+  if (!plan) return Status::errorf(op, ": conv_run without a plan (call conv_prepare first)");
+  int device = 0;
+  TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
+  if (make_conv_key(p, device, static_cast<int>(plan->key.backend)) != plan->key)
+    return Status::errorf(op, ": the plan was prepared for a different signature than ", describe_conv(p, device));
+  if (plan->empty) return Status::ok();
+  if (workspace_bytes < plan->workspace || (plan->workspace > 0 && workspace == nullptr))
+    return Status::errorf(op, ": workspace of ", workspace_bytes, " bytes, the plan needs ", plan->workspace);
+  if (plan->workspace > 0 && !is_aligned(workspace, 16))
+    return Status::errorf(op, ": workspace must be 16-byte aligned");
+
+  if (plan->cudnn) {
+    Status st = take_debug_failure()
+                    ? Status::errorf(op, ": cuDNN execution failed: injected by conv_debug_fail_cudnn_executions")
+                    : cudnn_execute(*plan->cudnn, p, workspace, stream);
+    if (st.is_ok()) {
+      if (!plan->separate_epilogue) return Status::ok();
+      return cuda_status(run_bias_activation(p, stream), "conv bias/activation kernel");
+    }
+    // The plan failed: evict it for good (the signature now maps to the
+    // fallback) and produce this call's output with the fallback.
+    g_exec_failures.fetch_add(1, std::memory_order_relaxed);
+    warn_exec_failure_once(st.message());
+    auto replacement = std::make_shared<ConvPlan>(*plan);
+    replacement->cudnn.reset();
+    replacement->separate_epilogue = false;
+    replacement->cudnn_refusal = "cuDNN plan failed at execution: " + st.message();
+    replacement->description = "fallback " + plan->fallback_kernel + " (after a cuDNN execution failure)";
+    plan_cache().put(plan->key, std::move(replacement));
+  }
+  const cudaError_t err = run_fallback(plan->fallback, p, workspace, stream);
+  if (err == cudaSuccess) return Status::ok();
+  const std::string what = std::string(op) + " kernel " + plan->fallback_kernel;
+  return cuda_status(err, what.c_str());
+}
+
+ConvPlanInfo conv_plan_info(const ConvPlanHandle& plan) {
+  ConvPlanInfo info;
+  if (!plan) return info;
+  info.empty = plan->empty;
+  info.cudnn = plan->cudnn != nullptr;
+  info.separate_epilogue = plan->separate_epilogue;
+  info.workspace = plan->workspace;
+  info.description = plan->description;
+  info.fallback_kernel = plan->fallback_kernel;
+  info.cudnn_refusal = plan->cudnn_refusal;
+  return info;
+}
+
+ConvCacheStats conv_cache_stats() {
+  ConvCacheStats s;
+  s.cache = plan_cache().stats();
+  s.cudnn_plans = g_cudnn_plans.load(std::memory_order_relaxed);
+  s.fallback_plans = g_fallback_plans.load(std::memory_order_relaxed);
+  s.exec_failures = g_exec_failures.load(std::memory_order_relaxed);
+  s.capture_misses = g_capture_misses.load(std::memory_order_relaxed);
+  s.cudnn_compiled = cudnn_compiled();
+  const Status lib = cudnn_library_status(&s.cudnn_version);
+  s.cudnn_available = lib.is_ok();
+  s.cudnn_status = lib.is_ok() ? "ok" : lib.message();
+  return s;
+}
+
+void conv_cache_clear() { plan_cache().clear(); }
+
+void conv_cache_reset_stats() {
+  plan_cache().reset_stats();
+  g_cudnn_plans = 0;
+  g_fallback_plans = 0;
+  g_exec_failures = 0;
+  g_capture_misses = 0;
+}
+
+void conv_cache_set_capacity(size_t capacity) { plan_cache().set_capacity(capacity); }
+
+void conv_debug_fail_cudnn_executions(int count) { g_debug_fail_cudnn.store(count > 0 ? count : 0); }
+
+}  // namespace trt_fastops::conv

@@ -1,0 +1,108 @@
+// Framework-free launcher for Conv / ConvTranspose on CUDA (params: conv.h).
+//
+//   ConvPlanHandle plan;
+//   size_t ws = 0;
+//   Status st = conv_prepare(p, stream, &plan, &ws);          // cache hit: a lookup
+//   ... allocate ws bytes of device memory (16-byte aligned) from the framework ...
+//   st = conv_run(p, plan, workspace, ws, stream);            // enqueue only
+//
+// conv_prepare looks the signature (ConvKey, plan_cache.h) up in a bounded,
+// thread-safe LRU cache. On a miss it plans: a cuDNN graph through
+// cudnn-frontend (fused bias + activation when cuDNN supports it, else the
+// plain convolution followed by our bias/activation kernel), or, when cuDNN
+// refuses the configuration or is not installed, trt_fastops' own kernels
+// (conv_fallback.cuh). The decision is cached either way, so the second call
+// with the same signature builds nothing. Planning may synchronise the stream,
+// allocate temporary memory and (autotuning) run the convolution on p's
+// buffers, so it never happens under CUDA-graph capture: a cache miss while
+// `stream` is capturing is an error that says to warm up first.
+//
+// conv_run only enqueues (no allocation, no synchronisation: capture-safe).
+// A cuDNN plan that fails at execution is replaced in the cache by the
+// fallback, which runs for that call too (warning printed once per process).
+//
+// Environment (read when planning, except FORCE_FALLBACK which is read on
+// every conv_prepare):
+//   TRT_FASTOPS_CONV_FORCE_FALLBACK=1    every convolution on trt_fastops' kernels
+//   TRT_FASTOPS_CONV_CACHE_SIZE=N        plan cache capacity (default 256), read once
+//   TRT_FASTOPS_CONV_AUTOTUNE=0          take cuDNN's first supported plan untimed
+//   TRT_FASTOPS_CONV_AUTOTUNE_PLANS=N    plans timed per signature (default 8)
+//   TRT_FASTOPS_CONV_MAX_WORKSPACE_MB=N  skip cuDNN engines needing more (default 256)
+//   TRT_FASTOPS_CONV_ALLOW_TF32=1        float32 may use TF32 engines (default: exact)
+//   TRT_FASTOPS_CONV_RUNTIME_COMPILE=0   skip engines that compile kernels at run time
+//   TRT_FASTOPS_CONV_DISABLE_CUDNN=1, TRT_FASTOPS_CUDNN_LIBRARY=path: see conv_cudnn.h
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "plugins/common/lru_cache.h"
+#include "plugins/common/status.h"
+#include "plugins/conv/conv.h"
+
+namespace trt_fastops::conv {
+
+enum class ConvBackend : int32_t {
+  automatic = 0,        // cuDNN where it can, else the fallback (FORCE_FALLBACK=1: fallback)
+  cudnn = 1,            // cuDNN or an error (tests: prove cuDNN ran)
+  fallback = 2,         // trt_fastops' kernels, their own choice
+  fallback_gemm = 3,    // the implicit-GEMM kernel (direct only beyond 65535 groups)
+  fallback_direct = 4,  // the direct kernel
+};
+
+// "auto", "cudnn", "fallback", "gemm", "direct".
+const char* conv_backend_name(ConvBackend backend);
+bool parse_conv_backend(const std::string& name, ConvBackend* backend);
+
+struct ConvPlan;  // immutable once built; shared by the cache and its users
+using ConvPlanHandle = std::shared_ptr<const ConvPlan>;
+
+// See above. p holds the real device pointers (their alignment is part of the
+// signature; autotuning may write y). On success *plan is set and
+// *workspace_bytes is what conv_run needs (cuDNN's and the fallback's maximum,
+// so a failing cuDNN plan can fall back within the same workspace).
+Status conv_prepare(const ConvParams& p, cudaStream_t stream, ConvPlanHandle* plan, size_t* workspace_bytes,
+                    ConvBackend backend = ConvBackend::automatic);
+
+// Enqueues the convolution planned for p (same signature as in conv_prepare).
+// workspace: >= the prepared bytes, 16-byte aligned, device memory valid until
+// the work on `stream` completes (null when 0 bytes).
+Status conv_run(const ConvParams& p, const ConvPlanHandle& plan, void* workspace, size_t workspace_bytes,
+                cudaStream_t stream);
+
+struct ConvPlanInfo {
+  bool empty = false;              // nothing to compute (an empty output)
+  bool cudnn = false;              // runs cuDNN (else the fallback kernel)
+  bool separate_epilogue = false;  // cuDNN without fused bias/activation
+  size_t workspace = 0;
+  std::string description;         // "cudnn fprop+bias+relu engine=..." / "fallback gemm_mma<float16,bn64>"
+  std::string fallback_kernel;     // the kernel the fallback would use
+  std::string cudnn_refusal;       // why cuDNN was not used (empty when it is)
+};
+ConvPlanInfo conv_plan_info(const ConvPlanHandle& plan);
+
+struct ConvCacheStats {
+  LruCacheStats cache;
+  uint64_t cudnn_plans = 0;      // signatures planned on cuDNN
+  uint64_t fallback_plans = 0;   // signatures planned on the fallback (incl. empty outputs)
+  uint64_t exec_failures = 0;    // cuDNN plans that failed at execution (then evicted)
+  uint64_t capture_misses = 0;   // cache misses refused during capture
+  bool cudnn_compiled = false;   // this build has the cuDNN path
+  bool cudnn_available = false;  // libcudnn loaded
+  size_t cudnn_version = 0;
+  std::string cudnn_status;      // "ok" or why cuDNN is unavailable
+};
+ConvCacheStats conv_cache_stats();
+void conv_cache_clear();                   // drops every plan
+void conv_cache_reset_stats();             // zeroes the counters
+void conv_cache_set_capacity(size_t capacity);
+
+// Test hook: the next `count` cuDNN executions report a failure without
+// running (exercises the evict-and-fall-back path). 0 disarms it.
+void conv_debug_fail_cudnn_executions(int count);
+
+}  // namespace trt_fastops::conv
