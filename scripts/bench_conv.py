@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Benchmark trt_fastops' convolution (cuDNN path and own kernels) against PyTorch.
+
+    python3 scripts/bench_conv.py                       # full run (H100: a few minutes)
+    python3 scripts/bench_conv.py --dry-run             # the cases with shapes and GFLOP; needs no GPU
+    python3 scripts/bench_conv.py --groups resnet50 --dtypes float16 --reps 50
+
+Cases (NCHW / NCDHW, float16 and bfloat16): the conv layers of ResNet-50 (torchvision v1.5,
+stride on the 3x3) at batch 32, plus grouped (RegNet / ResNeXt), depthwise (MobileNetV2 3x3,
+ConvNeXt 7x7), dilated (DeepLab), 3-D (R3D-style, one dilated) and ConvTranspose (DCGAN-style)
+cases. Every case has a bias and no activation (what torch.nn.functional.conv* computes).
+Per case, in the same run:
+  torch     torch.nn.functional.conv{1,2,3}d / conv_transpose2d, torch.backends.cudnn.benchmark on
+  cudnn     trt_fastops._C.conv_forward, backend 'auto' (cuDNN through cudnn-frontend, autotuned plans)
+  fallback  trt_fastops._C.conv_forward, backend 'fallback' (trt_fastops' own kernels)
+plus host costs of a plan-cache hit: conv_prepare alone and conv_prepare + conv_run (enqueue).
+Timing: CUDA events around `reps` back-to-back calls after the GPU was kept busy
+(torch.cuda._sleep) long enough for the host to queue them all, so host overhead is not in the
+GPU time; the median of --trials such batches. Every implementation's output is checked against
+a float64 reference first. Writes bench/results/conv.json and prints a table last. Exits
+non-zero only on errors (including a wrong result), not on missed targets ('!' in the table).
+
+Targets (issue 3): cudnn >= 0.95x torch on every case; host overhead of a cache hit < 10 us;
+fallback >= 0.5x cudnn's throughput on the ResNet-50 layers, and faster than torch wherever
+torch falls back to a slow path (reported as fallback/torch for the non-ResNet cases).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from scripts._conv_torch import ConvCase as C  # noqa: E402
+
+TARGET_CUDNN_VS_TORCH = 0.95
+TARGET_FALLBACK_VS_CUDNN = 0.5
+TARGET_HOST_US = 10.0
+
+
+def _resnet50(batch: int = 32) -> list:
+    def conv(name, cin, cout, hw, k, s=1):
+        p = k // 2
+        return C(name, batch, cin, cout, (hw, hw), (k, k), stride=(s, s), pads_begin=(p, p), pads_end=(p, p))
+
+    return [
+        conv("conv1_7x7s2", 3, 64, 224, 7, 2),
+        conv("l1_1x1_64_64", 64, 64, 56, 1),
+        conv("l1_3x3_64", 64, 64, 56, 3),
+        conv("l1_1x1_64_256", 64, 256, 56, 1),
+        conv("l1_1x1_256_64", 256, 64, 56, 1),
+        conv("l2_1x1_256_128", 256, 128, 56, 1),
+        conv("l2_3x3s2_128", 128, 128, 56, 3, 2),
+        conv("l2_1x1_128_512", 128, 512, 28, 1),
+        conv("l2_down_1x1s2_256_512", 256, 512, 56, 1, 2),
+        conv("l2_1x1_512_128", 512, 128, 28, 1),
+        conv("l2_3x3_128", 128, 128, 28, 3),
+        conv("l3_1x1_512_256", 512, 256, 28, 1),
+        conv("l3_3x3s2_256", 256, 256, 28, 3, 2),
+        conv("l3_1x1_256_1024", 256, 1024, 14, 1),
+        conv("l3_down_1x1s2_512_1024", 512, 1024, 28, 1, 2),
+        conv("l3_1x1_1024_256", 1024, 256, 14, 1),
+        conv("l3_3x3_256", 256, 256, 14, 3),
+        conv("l4_1x1_1024_512", 1024, 512, 14, 1),
+        conv("l4_3x3s2_512", 512, 512, 14, 3, 2),
+        conv("l4_1x1_512_2048", 512, 2048, 7, 1),
+        conv("l4_down_1x1s2_1024_2048", 1024, 2048, 14, 1, 2),
+        conv("l4_1x1_2048_512", 2048, 512, 7, 1),
+        conv("l4_3x3_512", 512, 512, 7, 3),
+    ]
+
+
+GROUPS = {
+    "resnet50": _resnet50(),
+    "grouped": [
+        C("regnety_3x3_g4", 32, 224, 224, (28, 28), (3, 3), group=4, pads_begin=(1, 1), pads_end=(1, 1)),
+        C("regnetx_3x3_g18", 32, 432, 432, (14, 14), (3, 3), group=18, pads_begin=(1, 1), pads_end=(1, 1)),
+        C("resnext_3x3_g32", 32, 256, 256, (28, 28), (3, 3), group=32, pads_begin=(1, 1), pads_end=(1, 1)),
+    ],
+    "depthwise": [
+        C("mbv2_dw3x3_144", 32, 144, 144, (56, 56), (3, 3), group=144, pads_begin=(1, 1), pads_end=(1, 1)),
+        C("mbv2_dw3x3s2_192", 32, 192, 192, (28, 28), (3, 3), group=192, stride=(2, 2), pads_begin=(1, 1),
+          pads_end=(1, 1)),
+        C("convnext_dw7x7_96", 32, 96, 96, (56, 56), (7, 7), group=96, pads_begin=(3, 3), pads_end=(3, 3)),
+        C("convnext_dw7x7_384", 32, 384, 384, (14, 14), (7, 7), group=384, pads_begin=(3, 3), pads_end=(3, 3)),
+    ],
+    "dilated": [
+        C("deeplab_3x3_d2", 32, 256, 256, (33, 33), (3, 3), dilation=(2, 2), pads_begin=(2, 2), pads_end=(2, 2)),
+        C("deeplab_3x3_d6", 32, 256, 256, (33, 33), (3, 3), dilation=(6, 6), pads_begin=(6, 6), pads_end=(6, 6)),
+        C("dilated_3x3_d2_512", 32, 512, 512, (28, 28), (3, 3), dilation=(2, 2), pads_begin=(2, 2), pads_end=(2, 2)),
+    ],
+    "conv3d": [
+        C("r3d_3x3x3_64", 4, 64, 64, (8, 56, 56), (3, 3, 3), pads_begin=(1, 1, 1), pads_end=(1, 1, 1)),
+        C("r3d_3x3x3s2_128", 4, 64, 128, (8, 56, 56), (3, 3, 3), stride=(2, 2, 2), pads_begin=(1, 1, 1),
+          pads_end=(1, 1, 1)),
+        C("conv3d_3x3x3_d2_64", 4, 64, 64, (8, 28, 28), (3, 3, 3), dilation=(2, 2, 2), pads_begin=(2, 2, 2),
+          pads_end=(2, 2, 2)),
+    ],
+    "convT": [
+        C("dcgan_convT_4x4s2_256", 32, 256, 128, (16, 16), (4, 4), stride=(2, 2), pads_begin=(1, 1),
+          pads_end=(1, 1), transpose=True),
+        C("unet_convT_2x2s2_256", 32, 256, 128, (28, 28), (2, 2), stride=(2, 2), transpose=True),
+    ],
+}
+DTYPES = ["float16", "bfloat16"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--groups", nargs="+", choices=list(GROUPS), default=list(GROUPS))
+    ap.add_argument("--cases", nargs="+", default=None, help="only these case names")
+    ap.add_argument("--dtypes", nargs="+", choices=DTYPES + ["float32"], default=DTYPES)
+    ap.add_argument("--reps", type=int, default=20, help="calls per timed batch")
+    ap.add_argument("--trials", type=int, default=5, help="timed batches per measurement (median)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--no-fallback", action="store_true", help="skip the fallback kernels")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "conv.json")
+    ap.add_argument("--dry-run", action="store_true", help="print the cases (shapes, GFLOP) and exit; no GPU")
+    return ap
+
+
+def plan(args) -> list:
+    out = []
+    for group in args.groups:
+        for case in GROUPS[group]:
+            if args.cases and case.name not in args.cases:
+                continue
+            for dtype in args.dtypes:
+                out.append((group, case, dtype))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+
+
+class Timer:
+    """GPU microseconds per call: events around `reps` calls queued behind a busy GPU; median of trials."""
+
+    def __init__(self, torch, reps: int, trials: int, warmup: int):
+        self.torch, self.reps, self.trials, self.warmup = torch, reps, trials, warmup
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1000)
+        s.record()
+        torch.cuda._sleep(10_000_000)
+        e.record()
+        torch.cuda.synchronize()
+        self.cycles_per_us = 10_000_000 / max(s.elapsed_time(e) * 1e3, 1.0)
+
+    def __call__(self, fn) -> tuple:
+        torch = self.torch
+        for _ in range(self.warmup):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        once_us = (time.perf_counter() - t0) * 1e6
+        times, host_bound = [], False
+        for _ in range(self.trials):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            # generous prefill: the host must finish queueing before the GPU drains
+            prefill_us = min(2000.0 + 3.0 * once_us * self.reps, 400_000.0)
+            torch.cuda._sleep(int(prefill_us * self.cycles_per_us))
+            start.record()
+            q0 = time.perf_counter()
+            for _ in range(self.reps):
+                fn()
+            queued_us = (time.perf_counter() - q0) * 1e6
+            end.record()
+            torch.cuda.synchronize()
+            host_bound |= queued_us > prefill_us
+            times.append(start.elapsed_time(end) * 1e3 / self.reps)
+        return statistics.median(times), host_bound
+
+
+def versions(torch, _C) -> dict:
+    import trt_fastops
+
+    driver = None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        driver = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError, IndexError):
+        pass
+    stats = _C.conv_cache_stats()
+    return {"torch": torch.__version__, "cuda": torch.version.cuda,
+            "torch_cudnn": torch.backends.cudnn.version(), "trt_fastops": trt_fastops.__version__,
+            "trt_fastops_cudnn": stats["cudnn_version"], "trt_fastops_cudnn_status": stats["cudnn_status"],
+            "driver": driver}
+
+
+def torch_fn(torch, case, x, w, b):
+    F = torch.nn.functional
+    if case.transpose:
+        f = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[case.spatial - 1]
+        assert case.pb == case.pe, "torch needs symmetric pads"
+        return lambda: f(x, w, b, stride=case.strides, padding=case.pb, output_padding=case.op, groups=case.group,
+                         dilation=case.dilations)
+    f = (F.conv1d, F.conv2d, F.conv3d)[case.spatial - 1]
+    assert case.pb == case.pe, "torch needs symmetric pads"
+    return lambda: f(x, w, b, stride=case.strides, padding=case.pb, dilation=case.dilations, groups=case.group)
+
+
+def run_case(torch, _C, timer, group, case, dtype, stream_ptr, with_fallback) -> dict:
+    from scripts._conv_torch import Workspaces, conv_kwargs, make_inputs, max_error_ratio, reference, run
+
+    dt = getattr(torch, dtype)
+    x, w, b = make_inputs(torch, case, dtype, seed=len(case.name) * 31 + case.c_out)
+    ref = reference(torch, case, x, w, b)
+    ref_abs = reference(torch, case, x, w, b, absolute=True)
+    row = dict(group=group, case=case.name, dtype=dtype, shape=case.describe(),
+               gflop=round(2 * case.macs() / 1e9, 3))
+    ws = Workspaces(torch)
+
+    tf = torch_fn(torch, case, x, w, b)
+    y_t = tf()
+    torch.cuda.synchronize()
+    row["torch_err_ratio"] = round(max_error_ratio(torch, y_t, ref, ref_abs, dtype), 3)
+    row["torch_us"], hb = timer(tf)
+    row["torch_host_bound"] = hb
+
+    for label, backend in (("cudnn", "auto"), ("fallback", "fallback")):
+        if label == "fallback" and not with_fallback:
+            continue
+        y = torch.full(case.y_shape(), float("nan"), dtype=dt, device="cuda")
+        info = run(torch, _C, case, dtype, x, w, b, y, backend=backend, stream=stream_ptr, workspaces=ws)
+        torch.cuda.synchronize()
+        ratio = max_error_ratio(torch, y, ref, ref_abs, dtype)
+        if not ratio <= 1.0:
+            raise RuntimeError(f"{label} ({info['description']}) differs from float64: {ratio:.3g} x the bound")
+        kw = conv_kwargs(case, dtype, x, w, b, y, stream=stream_ptr, backend=backend)
+        buf = ws.get(info["workspace_bytes"], stream_ptr)
+        call = dict(kw, workspace=buf.data_ptr(), workspace_bytes=buf.numel())
+        us, hb = timer(lambda: _C.conv_forward(**call))
+        row[f"{label}_us"] = us
+        row[f"{label}_host_bound"] = hb
+        row[f"{label}_plan"] = info["description"]
+        row[f"{label}_workspace_bytes"] = info["workspace_bytes"]
+        row[f"{label}_err_ratio"] = round(ratio, 3)
+        if label == "cudnn":
+            row["cudnn_used"] = info["cudnn"]
+            row["cudnn_refusal"] = info["cudnn_refusal"]
+            row["host_prepare_us"] = round(_C.conv_prepare_overhead_us(**kw, iters=5000), 3)
+            torch.cuda._sleep(int(50_000 * timer.cycles_per_us))  # keep the GPU busy while 200 calls queue
+            row["host_prepare_run_us"] = round(_C.conv_forward_overhead_us(**call, iters=200), 3)
+            torch.cuda.synchronize()
+
+    tflops = lambda us: round(2 * case.macs() / (us * 1e-6) / 1e12, 2)  # noqa: E731
+    for k in ("torch", "cudnn", "fallback"):
+        if f"{k}_us" in row:
+            row[f"{k}_tflops"] = tflops(row[f"{k}_us"])
+            row[f"{k}_us"] = round(row[f"{k}_us"], 2)
+    row["cudnn_vs_torch"] = round(row["torch_us"] / row["cudnn_us"], 3)
+    if "fallback_us" in row:
+        row["fallback_vs_cudnn"] = round(row["cudnn_us"] / row["fallback_us"], 3)
+        row["fallback_vs_torch"] = round(row["torch_us"] / row["fallback_us"], 3)
+    missed = []
+    if row["cudnn_vs_torch"] < TARGET_CUDNN_VS_TORCH:
+        missed.append(f"cudnn_vs_torch < {TARGET_CUDNN_VS_TORCH}")
+    if row["host_prepare_run_us"] >= TARGET_HOST_US:
+        missed.append(f"host_prepare_run_us >= {TARGET_HOST_US}")
+    if group == "resnet50" and row.get("fallback_vs_cudnn") is not None and \
+            row["fallback_vs_cudnn"] < TARGET_FALLBACK_VS_CUDNN:
+        missed.append(f"fallback_vs_cudnn < {TARGET_FALLBACK_VS_CUDNN}")
+    row["missed"] = missed
+    return row
+
+
+def table(rows: list) -> str:
+    head = (f"{'case':26s} {'dtype':8s} {'GFLOP':>7s} {'torch us':>9s} {'cudnn us':>9s} {'fallbk us':>9s} "
+            f"{'TF/s cud':>8s} {'TF/s fb':>7s} {'cud/tor':>8s} {'fb/cud':>7s} {'fb/tor':>7s} {'host us':>8s}  plan")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        m = " ".join(r["missed"])
+        fb = lambda k, f: f"{r[k]:{f}}" if r.get(k) is not None else "-"  # noqa: E731
+        lines.append(
+            f"{r['case'][:26]:26s} {r['dtype']:8s} {r['gflop']:7.1f} {r['torch_us']:9.1f} {r['cudnn_us']:9.1f} "
+            f"{fb('fallback_us', '9.1f'):>9s} {r['cudnn_tflops']:8.1f} {fb('fallback_tflops', '7.1f'):>7s} "
+            f"{r['cudnn_vs_torch']:7.2f}{'!' if 'cudnn_vs_torch' in m else ' '} "
+            f"{fb('fallback_vs_cudnn', '6.2f'):>6s}{'!' if 'fallback_vs_cudnn' in m else ' '} "
+            f"{fb('fallback_vs_torch', '7.2f'):>7s} {r['host_prepare_run_us']:7.2f}{'!' if 'host' in m else ' '} "
+            f" {r['cudnn_plan'][:60]}")
+    lines.append(f"targets: cud/tor >= {TARGET_CUDNN_VS_TORCH}; fb/cud >= {TARGET_FALLBACK_VS_CUDNN} on resnet50; "
+                 f"host (conv_prepare hit + conv_run enqueue) < {TARGET_HOST_US} us; '!' = missed. "
+                 f"fb/tor > 1: the fallback beats torch.")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    cases = plan(args)
+    if args.dry_run:
+        print(f"{'group':9s} {'case':26s} {'dtype':8s} {'GFLOP':>8s}  shape")
+        for group, case, dtype in cases:
+            print(f"{group:9s} {case.name:26s} {dtype:8s} {2 * case.macs() / 1e9:8.2f}  {case.describe()} "
+                  f"-> y{list(case.y_shape())}")
+        return 0
+    try:
+        import torch
+        from trt_fastops import _C
+    except ImportError as e:
+        print(f"bench_conv: cannot run: {e}", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available() or not hasattr(_C, "conv_forward"):
+        print("bench_conv: cannot run: needs a CUDA device and the conv bindings in trt_fastops._C", file=sys.stderr)
+        return 2
+    torch.backends.cudnn.benchmark = True
+    device_index = torch.cuda.current_device()
+    stream = torch.cuda.Stream(device=device_index)
+    torch.cuda.set_stream(stream)
+    timer = Timer(torch, args.reps, args.trials, args.warmup)
+    results, errors = [], []
+    t_start = time.perf_counter()
+    for group, case, dtype in cases:
+        label = f"{case.name} {dtype}"
+        try:
+            row = run_case(torch, _C, timer, group, case, dtype, stream.cuda_stream, not args.no_fallback)
+            results.append(row)
+            print(f"{label}: torch {row['torch_us']:.1f} us, cudnn {row['cudnn_us']:.1f} us "
+                  f"[{row['cudnn_plan']}], fallback {row.get('fallback_us')} us, host {row['host_prepare_run_us']} us",
+                  flush=True)
+        except Exception as e:  # noqa: BLE001 - report every failing case, then exit non-zero
+            errors.append(f"{label}: {type(e).__name__}: {e}")
+            print(f"{label}: ERROR {type(e).__name__}: {e}", flush=True)
+        torch.cuda.empty_cache()
+    doc = {"benchmark": "conv", "gpu": torch.cuda.get_device_name(device_index),
+           "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+           "versions": versions(torch, _C),
+           "method": f"CUDA events around {args.reps} queued calls behind torch.cuda._sleep (host overhead not "
+                     f"counted), median of {args.trials} batches; torch with cudnn.benchmark=True; every output "
+                     "checked against a float64 reference",
+           "targets": {"cudnn_vs_torch": TARGET_CUDNN_VS_TORCH, "fallback_vs_cudnn_resnet50": TARGET_FALLBACK_VS_CUDNN,
+                       "host_us": TARGET_HOST_US},
+           "cache": _C.conv_cache_stats(), "seconds": round(time.perf_counter() - t_start, 1), "errors": errors,
+           "rows": results}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    for e in errors:
+        print(f"ERROR {e}")
+    if results:
+        print(table(results))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Small, fast run of every trt_fastops conv fallback kernel variant with result checks,
+for compute-sanitizer (the cuDNN path is not run: its kernels are not ours).
+
+    compute-sanitizer --tool memcheck  python3 scripts/sanitize_conv.py
+    compute-sanitizer --tool racecheck python3 scripts/sanitize_conv.py
+    compute-sanitizer --tool synccheck python3 scripts/sanitize_conv.py
+    compute-sanitizer --tool initcheck python3 scripts/sanitize_conv.py
+
+Covers, for float16, bfloat16 and float32, Conv and ConvTranspose: the direct kernel, the
+tensor-core implicit GEMM with BN 64 and 128 (16-bit types) and the float32 FFMA GEMM, each
+with weight packing; bias / no bias; every activation; 1-D, 2-D, 3-D; groups, depthwise,
+dilation, stride, asymmetric pads, output_padding; K not a multiple of the tile depth;
+partial M / N tiles; misaligned x / w / bias / y; no input channels; plus the in-place
+bias+activation kernel that follows cuDNN when it cannot fuse (exercised through a forced
+GEMM / direct run being compared, and directly with backend 'auto' only when --with-cudnn).
+Exit status 0 when every case matches a float64 reference, 1 on a mismatch or an unexpected
+kernel choice, 2 when torch / CUDA / the conv bindings are missing. --list prints the cases.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import zlib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from scripts._conv_torch import ConvCase as C  # noqa: E402
+
+# (case, backend, dtypes, expected kernel prefix per dtype group: (16-bit, float32))
+CASES = [
+    (C("gemm_bn64", 2, 24, 40, (9, 10), (3, 3), pads_begin=(1, 0), pads_end=(0, 1), activation="relu"), "gemm",
+     ("gemm_mma<{t},bn64>", "gemm_simt<{t}>")),
+    (C("gemm_bn128", 1, 40, 150, (7, 9), (3, 3), stride=(2, 1), pads_begin=(1, 1), pads_end=(1, 1),
+       activation="silu"), "gemm", ("gemm_mma<{t},bn128>", "gemm_simt<{t}>")),
+    (C("gemm_grouped_dilated", 2, 36, 48, (11, 8), (3, 2), group=3, dilation=(2, 3), pads_begin=(2, 1),
+       pads_end=(1, 2), activation="gelu", bias=False), "gemm", ("gemm_mma<{t},bn64>", "gemm_simt<{t}>")),
+    (C("gemm_1d", 3, 5, 17, (40,), (7,), stride=(3,), pads_begin=(3,), pads_end=(0,)), "gemm",
+     ("gemm_mma<{t},bn64>", "gemm_simt<{t}>")),
+    (C("gemm_3d", 1, 6, 20, (5, 6, 7), (3, 2, 3), stride=(1, 2, 1), dilation=(2, 1, 1), pads_begin=(2, 0, 1),
+       pads_end=(1, 1, 1)), "gemm", ("gemm_mma<{t},bn64>", "gemm_simt<{t}>")),
+    (C("gemm_misaligned", 2, 9, 70, (6, 6), (3, 3), pads_begin=(1, 1), pads_end=(1, 1), activation="relu"),
+     "gemm", ("gemm_mma<{t},bn128>", "gemm_simt<{t}>")),
+    (C("gemm_c_in0", 2, 0, 8, (4, 4), (3, 3), pads_begin=(1, 1), pads_end=(1, 1), activation="silu"), "gemm",
+     ("gemm_mma<{t},bn64>", "gemm_simt<{t}>")),
+    (C("gemmT_s2_op", 2, 12, 36, (5, 6), (3, 3), stride=(2, 2), pads_begin=(1, 1), pads_end=(0, 1),
+       output_padding=(1, 0), transpose=True, activation="relu"), "gemm",
+     ("gemm_mma<{t},bn64,transpose>", "gemm_simt<{t},transpose>")),
+    (C("gemmT_grouped_dilated_3d", 1, 8, 12, (3, 4, 3), (2, 3, 2), group=2, stride=(2, 1, 3), dilation=(1, 2, 1),
+       pads_begin=(0, 1, 1), pads_end=(1, 0, 0), output_padding=(1, 0, 2), transpose=True), "gemm",
+     ("gemm_mma<{t},bn64,transpose>", "gemm_simt<{t},transpose>")),
+    (C("gemmT_wide", 1, 33, 130, (4, 5), (2, 2), stride=(2, 2), transpose=True, activation="gelu"), "gemm",
+     ("gemm_mma<{t},bn128,transpose>", "gemm_simt<{t},transpose>")),
+    (C("direct_depthwise", 2, 16, 16, (9, 11), (5, 5), group=16, stride=(2, 1), pads_begin=(2, 2), pads_end=(1, 2),
+       activation="relu"), "fallback", ("direct<{t}>", "direct<{t}>")),
+    (C("direct_multiplier_1d", 2, 4, 12, (30,), (3,), group=4, dilation=(4,), pads_begin=(4,), pads_end=(4,)),
+     "fallback", ("direct<{t}>", "direct<{t}>")),
+    (C("direct_forced_3d", 1, 5, 24, (4, 5, 6), (3, 3, 3), pads_begin=(1, 1, 1), pads_end=(1, 1, 1),
+       activation="gelu"), "direct", ("direct<{t}>", "direct<{t}>")),
+    (C("directT_depthwise", 1, 8, 8, (6, 7), (3, 3), group=8, stride=(2, 3), pads_begin=(1, 0), pads_end=(0, 1),
+       output_padding=(1, 2), transpose=True, activation="silu"), "fallback",
+     ("direct<{t},transpose>", "direct<{t},transpose>")),
+    (C("direct_c_in0", 2, 0, 3, (3, 3), (2, 2), activation="relu"), "fallback", ("direct<{t}>", "direct<{t}>")),
+]
+DTYPES = ("float16", "bfloat16", "float32")
+MISALIGN = {"gemm_misaligned": ("x", "w", "bias", "y")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--list", action="store_true", help="print the cases and exit")
+    ap.add_argument("--with-cudnn", action="store_true", help="also run backend 'auto' (cuDNN) per case")
+    args = ap.parse_args()
+    if args.list:
+        for case, backend, _ in CASES:
+            print(f"{case.name:28s} backend={backend:9s} {case.describe()}")
+        return 0
+    try:
+        import torch
+        from trt_fastops import _C
+    except ImportError as e:
+        print(f"sanitize_conv: needs torch and trt_fastops._C ({e})")
+        return 2
+    if not torch.cuda.is_available() or not hasattr(_C, "conv_forward"):
+        print("sanitize_conv: needs a CUDA device and the conv bindings in trt_fastops._C")
+        return 2
+    from scripts._conv_torch import Workspaces, alloc, make_inputs, max_error_ratio, reference, run
+
+    workspaces = Workspaces(torch)
+    failures = 0
+    for case, backend, expect in CASES:
+        for dtype in DTYPES:
+            backends = [backend] + (["auto"] if args.with_cudnn else [])
+            for be in backends:
+                seed = zlib.crc32(f"{case.name}/{dtype}".encode())
+                x, w, b = make_inputs(torch, case, dtype, seed=seed, misalign=MISALIGN.get(case.name, ()))
+                y = alloc(torch, case.y_shape(), getattr(torch, dtype), "y" in MISALIGN.get(case.name, ()))
+                y.fill_(float("nan"))
+                try:
+                    info = run(torch, _C, case, dtype, x, w, b, y, backend=be, workspaces=workspaces)
+                    torch.cuda.synchronize()
+                except RuntimeError as e:
+                    print(f"FAIL {case.name} {dtype} {be}: {e}")
+                    failures += 1
+                    continue
+                ratio = max_error_ratio(torch, y, reference(torch, case, x, w, b),
+                                        reference(torch, case, x, w, b, absolute=True), dtype)
+                want = (expect[1] if dtype == "float32" else expect[0]).format(t=dtype)
+                kernel_ok = be == "auto" or info["fallback_kernel"] == want
+                ok = ratio <= 1.0 and kernel_ok
+                failures += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} {case.name:28s} {dtype:9s} {be:8s} {info['description']:55s} "
+                      f"err/bound {ratio:.3g}" + ("" if kernel_ok else f"  (expected kernel {want})"))
+    print(f"{failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
