@@ -11,10 +11,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 
 #include "plugins/common/lru_cache.h"
+#include "plugins/common/status.h"
 #include "plugins/conv/conv.h"
 
 namespace trt_fastops::conv {
@@ -88,39 +88,47 @@ inline ConvKey make_conv_key(const ConvParams& p, int device, int backend) {
 }
 
 // "Conv float16 x[32,64,56,56] w[64,64,3,3] y[32,64,56,56] group 1 stride [1,1] dilation [1,1]
-//  pads [1,1]-[1,1] bias relu, device 0" (for messages).
+//  pads [1,1]-[1,1] bias relu, device 0" (for error messages only: never on a success path).
 inline std::string describe_conv(const ConvParams& p, int device) {
-  std::ostringstream os;
+  const int sp = p.spatial < 0 ? 0 : p.spatial > CONV_MAX_SPATIAL ? CONV_MAX_SPATIAL : p.spatial;
+  std::string s;
   auto list = [&](const int64_t* v) {
-    os << '[';
-    for (int i = 0; i < p.spatial; ++i) os << (i ? "," : "") << v[i];
-    os << ']';
+    s += '[';
+    for (int i = 0; i < sp; ++i) str_append(s, i ? "," : ""), str_append(s, v[i]);
+    s += ']';
   };
-  os << (p.transpose ? "ConvTranspose " : "Conv ") << dtype_name(p.dtype) << " x[" << p.n << ',' << p.c_in;
-  for (int i = 0; i < p.spatial; ++i) os << ',' << p.in[i];
-  os << "] w[" << (p.transpose ? p.c_in : p.c_out) << ','
-     << (p.group > 0 ? (p.transpose ? p.c_out : p.c_in) / p.group : 0);
-  for (int i = 0; i < p.spatial; ++i) os << ',' << p.kernel[i];
-  os << "] y[" << p.n << ',' << p.c_out;
-  for (int i = 0; i < p.spatial; ++i) os << ',' << p.out[i];
-  os << "] group " << p.group << " stride ";
+  auto dims = [&](int64_t a, int64_t b, const int64_t* v) {
+    str_append(s, a), s += ',', str_append(s, b);
+    for (int i = 0; i < sp; ++i) s += ',', str_append(s, v[i]);
+    s += ']';
+  };
+  s += p.transpose ? "ConvTranspose " : "Conv ";
+  s += dtype_name(p.dtype);
+  s += " x[";
+  dims(p.n, p.c_in, p.in);
+  s += " w[";
+  const int64_t per_group = p.group > 0 ? (p.transpose ? p.c_out : p.c_in) / p.group : 0;
+  dims(p.transpose ? p.c_in : p.c_out, per_group, p.kernel);
+  s += " y[";
+  dims(p.n, p.c_out, p.out);
+  str_append(s, " group "), str_append(s, p.group), s += " stride ";
   list(p.stride);
-  os << " dilation ";
+  s += " dilation ";
   list(p.dilation);
-  os << " pads ";
+  s += " pads ";
   list(p.pad_begin);
-  os << '-';
+  s += '-';
   list(p.pad_end);
   if (p.transpose) {
-    os << " output_padding ";
+    s += " output_padding ";
     list(p.output_padding);
   }
-  if (p.bias != nullptr) os << " bias";
+  if (p.bias != nullptr) s += " bias";
   static const char* acts[] = {"", " relu", " silu", " gelu"};
   const int a = static_cast<int>(p.activation);
-  if (a > 0 && a < 4) os << acts[a];
-  os << ", device " << device;
-  return os.str();
+  if (a > 0 && a < 4) s += acts[a];
+  str_append(s, ", device "), str_append(s, device);
+  return s;
 }
 
 // TRT_FASTOPS_CONV_CACHE_SIZE (entries, >= 1), default 256.
