@@ -9,10 +9,30 @@ conv launcher on raw pointers. Needs torch only when the functions are called.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import math
+import os
 from typing import Optional, Sequence
 
 DTYPES = ("float32", "float16", "bfloat16")
+
+
+def point_at_cudnn() -> Optional[str]:
+    """trt_fastops dlopens libcudnn.so.9 by name (found when torch or ONNX Runtime already loaded it);
+    where the nvidia-cudnn wheel is importable, name its library explicitly so the search cannot
+    miss. Call before the first convolution is planned. Returns the path used, if any."""
+    if os.environ.get("TRT_FASTOPS_CUDNN_LIBRARY"):
+        return os.environ["TRT_FASTOPS_CUDNN_LIBRARY"]
+    try:
+        import nvidia.cudnn as cudnn_pkg  # the nvidia-cudnn-cu* wheel (a namespace package)
+    except ImportError:
+        return None
+    for root in getattr(cudnn_pkg, "__path__", []):
+        found = sorted(glob.glob(os.path.join(root, "lib", "libcudnn.so.9*")))
+        if found:
+            os.environ["TRT_FASTOPS_CUDNN_LIBRARY"] = found[0]
+            return found[0]
+    return None
 ACTIVATIONS = ("none", "relu", "silu", "gelu")
 
 

@@ -313,6 +313,9 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available() or not hasattr(_C, "conv_forward"):
         print("bench_conv: cannot run: needs a CUDA device and the conv bindings in trt_fastops._C", file=sys.stderr)
         return 2
+    from scripts._conv_torch import point_at_cudnn
+
+    point_at_cudnn()
     torch.backends.cudnn.benchmark = True
     device_index = torch.cuda.current_device()
     stream = torch.cuda.Stream(device=device_index)

@@ -86,7 +86,9 @@ def main() -> int:
     if not torch.cuda.is_available() or not hasattr(_C, "conv_forward"):
         print("sanitize_conv: needs a CUDA device and the conv bindings in trt_fastops._C")
         return 2
-    from scripts._conv_torch import Workspaces, alloc, make_inputs, max_error_ratio, reference, run
+    from scripts._conv_torch import Workspaces, alloc, make_inputs, max_error_ratio, point_at_cudnn, reference, run
+
+    point_at_cudnn()
 
     workspaces = Workspaces(torch)
     failures = 0

@@ -31,8 +31,10 @@ if not hasattr(_C, "conv_forward"):
                 allow_module_level=True)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from scripts._conv_torch import (ConvCase, Workspaces, make_inputs, max_error_ratio, reference,  # noqa: E402
-                                 run)
+from scripts._conv_torch import (ConvCase, Workspaces, make_inputs, max_error_ratio, point_at_cudnn,  # noqa: E402
+                                 reference, run)
+
+point_at_cudnn()
 
 C = ConvCase
 # (case, cudnn_expected): cudnn_expected marks plain configurations that cuDNN must accept for
