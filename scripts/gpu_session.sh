@@ -66,14 +66,16 @@ if has test; then
 fi
 
 if has sanitize; then
-  step "compute-sanitizer on the norm kernels"
+  step "compute-sanitizer on our kernels"
   : > "$OUT/sanitizer.txt"
-  for tool in memcheck racecheck synccheck initcheck; do
-    echo "--- $tool" | tee -a "$OUT/sanitizer.txt"
-    PYTHONSAFEPATH=1 compute-sanitizer --tool $tool --error-exitcode 3 --target-processes all \
-      $PY scripts/sanitize_norms.py >> "$OUT/sanitizer.txt" 2>&1
-    rc=$?; echo "$tool exit $rc" | tee -a "$OUT/sanitizer.txt"
-    [ $rc = 0 ] || status=1
+  for script in scripts/sanitize_*.py; do
+    for tool in memcheck racecheck synccheck initcheck; do
+      echo "--- $script $tool" | tee -a "$OUT/sanitizer.txt"
+      PYTHONSAFEPATH=1 compute-sanitizer --tool $tool --error-exitcode 3 --target-processes all \
+        $PY "$script" >> "$OUT/sanitizer.txt" 2>&1
+      rc=$?; echo "$script $tool exit $rc" | tee -a "$OUT/sanitizer.txt"
+      [ $rc = 0 ] || status=1
+    done
   done
   grep -E "ERROR SUMMARY|errors|hazard" "$OUT/sanitizer.txt" | tail -12
 fi

@@ -7,10 +7,11 @@ Nothing here is committed; everything comes from the public registries:
   cudnn           PyPI nvidia-cudnn-cu13          (nvidia/cudnn/include)
   cudnn_frontend  PyPI nvidia-cudnn-frontend      (include/)
   cutlass         PyPI nvidia-cutlass             (cutlass_library/source/include)
+  nvrtc           PyPI nvidia-cuda-nvrtc          (nvidia/cu13/include; cudnn-frontend includes nvrtc.h)
 
 Each component is skipped when its environment variable points at an existing
 include directory (TRT_FASTOPS_ORT_INCLUDE, TRT_FASTOPS_CUDNN_INCLUDE,
-TRT_FASTOPS_CUDNN_FRONTEND_INCLUDE, TRT_FASTOPS_CUTLASS_INCLUDE) or when .deps/
+TRT_FASTOPS_CUDNN_FRONTEND_INCLUDE, TRT_FASTOPS_CUTLASS_INCLUDE, TRT_FASTOPS_NVRTC_INCLUDE) or when .deps/
 already holds the pinned version. CMake reads the same variables, so users with
 their own installs never need this script.
 
@@ -36,6 +37,8 @@ COMPONENTS = {
     "cudnn": ("nvidia-cudnn-cu13==9.28.1.4", "TRT_FASTOPS_CUDNN_INCLUDE", "pypi"),
     "cudnn_frontend": ("nvidia-cudnn-frontend==1.32.0", "TRT_FASTOPS_CUDNN_FRONTEND_INCLUDE", "pypi"),
     "cutlass": ("nvidia-cutlass==4.2.0.0", "TRT_FASTOPS_CUTLASS_INCLUDE", "pypi"),
+    # cudnn-frontend includes <nvrtc.h>; the CUDA toolkit may ship without it.
+    "nvrtc": ("nvidia-cuda-nvrtc==13.0.88", "TRT_FASTOPS_NVRTC_INCLUDE", "pypi"),
 }
 
 # Where each wheel keeps its headers.
@@ -43,6 +46,7 @@ WHEEL_INCLUDE_PREFIX = {
     "cudnn": "nvidia/cudnn/include/",
     "cudnn_frontend": "include/",
     "cutlass": "cutlass_library/source/include/",
+    "nvrtc": "nvidia/cu13/include/",
 }
 
 TRIXIE_KEYRING = "/usr/share/keyrings/debian-archive-trixie-stable.gpg"
@@ -105,7 +109,8 @@ def fetch_wheel(name: str, pin: str, dest: Path) -> None:
         # Headers are platform-independent; pick the manylinux x86_64 build so this works anywhere.
         cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_27_x86_64",
-               "--platform", "manylinux_2_17_x86_64", "--platform", "any",
+               "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux_2_12_x86_64",
+               "--platform", "manylinux2010_x86_64", "--platform", "any",
                "--python-version", "3.12", "-d", tmp, pin]
         run(cmd)
         wheels = list(Path(tmp).glob("*.whl"))
@@ -154,7 +159,9 @@ def setup(dest: Path, only: list[str] | None, force: bool) -> dict[str, str]:
         stamp.write_text(pin + "\n")
         found[name] = str(target / "include")
         print(f"  {name:15s} {target / 'include'}")
-    (dest / "paths.json").write_text(json.dumps(found, indent=2) + "\n")
+    paths = dest / "paths.json"  # merged, so `--only X` keeps what earlier runs found
+    known = json.loads(paths.read_text()) if paths.exists() else {}
+    paths.write_text(json.dumps({**known, **found}, indent=2) + "\n")
     return found
 
 

@@ -13,6 +13,7 @@ namespace py = pybind11;
 
 namespace trt_fastops::python {
 void register_norm_bindings(py::module_& m);
+void register_conv_bindings(py::module_& m);
 }
 
 namespace {
@@ -58,4 +59,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("cuda_device_count", &trt_fastops::cuda_device_count, "Number of visible CUDA devices (0 without a driver)");
   m.def("devices", &devices, "Properties of the visible CUDA devices");
   trt_fastops::python::register_norm_bindings(m);
+  trt_fastops::python::register_conv_bindings(m);
 }
