@@ -25,7 +25,7 @@ import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO))  # after site-packages: the installed trt_fastops wins
 
 from scripts._conv_torch import ConvCase as C  # noqa: E402
 

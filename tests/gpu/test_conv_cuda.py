@@ -30,7 +30,7 @@ if not hasattr(_C, "conv_forward"):
     pytest.skip("trt_fastops._C has no conv bindings (register_conv_bindings missing from module.cc)",
                 allow_module_level=True)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # the installed trt_fastops wins
 from scripts._conv_torch import (ConvCase, Workspaces, make_inputs, max_error_ratio, point_at_cudnn,  # noqa: E402
                                  reference, run)
 
