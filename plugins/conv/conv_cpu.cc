@@ -5,29 +5,10 @@
 #include <vector>
 
 #include "plugins/common/dtype.h"
+#include "plugins/common/host_elements.h"
 
 namespace trt_fastops::conv {
 namespace {
-
-double load(const void* base, DType t, int64_t i) {
-  switch (t) {
-    case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::f16: return half_bits_to_float(static_cast<const uint16_t*>(base)[i]);
-    case DType::bf16: return bf16_bits_to_float(static_cast<const uint16_t*>(base)[i]);
-  }
-  return 0.0;
-}
-
-void store(void* base, DType t, int64_t i, double v) {
-  // float64 -> float32 first: exact for every float32 and the single rounding for
-  // 16-bit types happens from the float32 value (the GPU kernels round the same way).
-  const float f = static_cast<float>(v);
-  switch (t) {
-    case DType::f32: static_cast<float*>(base)[i] = f; break;
-    case DType::f16: static_cast<uint16_t*>(base)[i] = float_to_half_bits(f); break;
-    case DType::bf16: static_cast<uint16_t*>(base)[i] = float_to_bf16_bits(f); break;
-  }
-}
 
 double activate(Activation a, double v) {
   switch (a) {
@@ -88,7 +69,7 @@ void load_x_slice(const ConvParams& p, const Geometry& g, int64_t b, int64_t grp
   const int64_t n = g.c_in_g * g.in_plane;
   c->x.resize(size_t(n));
   const int64_t base = (b * p.c_in + grp * g.c_in_g) * g.in_plane;
-  for (int64_t i = 0; i < n; ++i) c->x[size_t(i)] = load(p.x, p.dtype, base + i);
+  for (int64_t i = 0; i < n; ++i) c->x[size_t(i)] = load_element(p.x, p.dtype, base + i);
   c->x_key = key;
 }
 
@@ -98,7 +79,7 @@ void load_w_conv(const ConvParams& p, const Geometry& g, int64_t oc, SliceCache*
   if (c->w_key == oc) return;
   const int64_t n = g.c_in_g * g.k_plane;
   c->w.resize(size_t(n));
-  for (int64_t i = 0; i < n; ++i) c->w[size_t(i)] = load(p.w, p.dtype, oc * n + i);
+  for (int64_t i = 0; i < n; ++i) c->w[size_t(i)] = load_element(p.w, p.dtype, oc * n + i);
   c->w_key = oc;
 }
 
@@ -106,7 +87,7 @@ void load_w_transpose(const ConvParams& p, const Geometry& g, int64_t grp, Slice
   if (c->w_key == grp) return;
   const int64_t n = g.c_in_g * g.c_out_g * g.k_plane;
   c->w.resize(size_t(n));
-  for (int64_t i = 0; i < n; ++i) c->w[size_t(i)] = load(p.w, p.dtype, grp * n + i);
+  for (int64_t i = 0; i < n; ++i) c->w[size_t(i)] = load_element(p.w, p.dtype, grp * n + i);
   c->w_key = grp;
 }
 
@@ -253,9 +234,12 @@ Status run_conv_cpu_planes(const ConvParams& p, int64_t plane_begin, int64_t pla
         transpose_plane(g, cache.x.data(), cache.w.data(), ocg, acc.data());
       }
     }
-    const double bias = p.bias ? load(p.bias, p.dtype, oc) : 0.0;
+    const double bias = p.bias ? load_element(p.bias, p.dtype, oc) : 0.0;
     const int64_t base = plane * g.out_plane;
-    for (int64_t i = 0; i < g.out_plane; ++i) store(p.y, p.dtype, base + i, activate(p.activation, acc[size_t(i)] + bias));
+    // float64 -> float32 first: exact for every float32, and 16-bit types round once
+    // from the float32 value (the GPU kernels round the same way).
+    for (int64_t i = 0; i < g.out_plane; ++i)
+      store_element(p.y, p.dtype, base + i, static_cast<float>(activate(p.activation, acc[size_t(i)] + bias)));
   }
   return Status::ok();
 }

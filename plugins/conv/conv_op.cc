@@ -12,15 +12,6 @@ const ConvSignature SIGNATURES[CONV_OP_COUNT] = {
      {{"Y", false}}, 0, 1, 2, 0},
 };
 
-const TensorDesc& absent_desc() {
-  static const TensorDesc absent;
-  return absent;
-}
-
-std::string input_ref(const ConvSignature& sig, int idx) {
-  return str_cat("input '", sig.inputs[idx].name, "' (index ", idx, ")");
-}
-
 // Attribute values as given (format_dims would show negatives as "?").
 std::string list(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -68,28 +59,14 @@ const AttrInfo* find_attr(ConvOp op, const std::string& name) {
 }
 
 Status unknown_attr(ConvOp op, const std::string& name) {
-  std::string known;
-  for (const auto& n : conv_attr_names(op)) known += (known.empty() ? "" : ", ") + n;
-  return Status::errorf(conv_op_name(op), ": unknown attribute '", name, "', expected one of ", known);
+  return unknown_attr_error(conv_op_name(op), name, conv_attr_names(op));
 }
 
 }  // namespace
 
-const ConvSignature& conv_signature(ConvOp op) {
-  int i = static_cast<int>(op);
-  if (i < 0 || i >= CONV_OP_COUNT) i = 0;
-  return SIGNATURES[i];
-}
+const ConvSignature& conv_signature(ConvOp op) { return signature_at(SIGNATURES, op); }
 
-bool conv_op_from_name(const std::string& name, ConvOp* op) {
-  for (const auto& sig : SIGNATURES) {
-    if (name == sig.name) {
-      *op = sig.op;
-      return true;
-    }
-  }
-  return false;
-}
+bool conv_op_from_name(const std::string& name, ConvOp* op) { return op_from_name(SIGNATURES, name, op); }
 
 const char* auto_pad_name(AutoPad p) {
   switch (p) {
@@ -151,8 +128,7 @@ const char* conv_attr_kind_name(ConvAttrKind kind) {
 Status conv_attr_type_error(ConvOp op, const std::string& name, const char* found_kind) {
   ConvAttrKind kind = ConvAttrKind::ints;
   if (!find_attr(op, name) || !conv_attr_kind(name, &kind)) return unknown_attr(op, name);
-  return Status::errorf(conv_op_name(op), ": attribute '", name, "' is ", found_kind, ", expected ",
-                        conv_attr_kind_name(kind));
+  return attr_kind_error(conv_op_name(op), name, found_kind, conv_attr_kind_name(kind));
 }
 
 Status set_conv_attr_ints(ConvOp op, const std::string& name, const std::vector<int64_t>& values,
@@ -384,31 +360,14 @@ Status infer_conv(ConvOp op, const ConvAttrs& attrs, const std::vector<TensorDes
                           " (X, W, B?)");
   }
   TRT_FASTOPS_RETURN_IF_ERROR(validate_conv_attrs(op, attrs));
-  auto in = [&](int idx) -> const TensorDesc& {
-    return idx >= 0 && size_t(idx) < inputs.size() ? inputs[idx] : absent_desc();
-  };
-  for (int i = 0; i < sig.num_inputs; ++i) {
-    if (!sig.inputs[i].optional && !in(i).present)
-      return Status::errorf(sig.name, ": ", input_ref(sig, i), " is missing; it is required");
-  }
+  auto in = [&](int idx) -> const TensorDesc& { return desc_at(inputs, idx); };
+  TRT_FASTOPS_RETURN_IF_ERROR(check_required_inputs(sig.name, sig.inputs, sig.num_inputs, inputs));
 
   // dtypes: X decides, W and B follow it.
   const TensorDesc& x = in(sig.x);
   const TensorDesc& w = in(sig.w);
   const TensorDesc& b = in(sig.b);
-  if (!x.unsupported_dtype.empty()) {
-    return Status::errorf(sig.name, ": ", input_ref(sig, sig.x), " is ", x.unsupported_dtype,
-                          ", expected float32, float16 or bfloat16");
-  }
-  for (int i = 0; i < sig.num_inputs; ++i) {
-    const TensorDesc& t = in(i);
-    if (i == sig.x || !t.present) continue;
-    if (!t.unsupported_dtype.empty() || t.dtype != x.dtype) {
-      return Status::errorf(sig.name, ": ", input_ref(sig, i), " is ",
-                            t.unsupported_dtype.empty() ? dtype_name(t.dtype) : t.unsupported_dtype, ", expected ",
-                            dtype_name(x.dtype), " (the dtype of X)");
-    }
-  }
+  TRT_FASTOPS_RETURN_IF_ERROR(check_input_dtypes(sig.name, sig.inputs, sig.num_inputs, sig.x, inputs));
   out->dtype = x.dtype;
   out->has_bias = b.present;
   out->group = attrs.group;

@@ -29,8 +29,8 @@
 
 #include "plugins/common/dtype.h"
 #include "plugins/common/status.h"
+#include "plugins/common/tensor_desc.h"
 #include "plugins/conv/conv.h"
-#include "plugins/norm/norm_op.h"  // TensorDesc, format_dims (shared by all op semantics)
 
 namespace trt_fastops::conv {
 
@@ -40,10 +40,11 @@ constexpr int CONV_OP_COUNT = 2;
 constexpr int CONV_MAX_INPUTS = 3;   // X, W, B?
 constexpr int CONV_MAX_OUTPUTS = 1;  // Y
 
-struct ConvSlot {
-  const char* name = nullptr;  // ONNX input/output name, e.g. "W"
-  bool optional = false;
-};
+// TensorDesc, TensorSlot and format_dims are shared by every op family
+// (plugins/common/tensor_desc.h).
+using ConvSlot = TensorSlot;
+using trt_fastops::TensorDesc;
+using trt_fastops::format_dims;
 
 struct ConvSignature {
   ConvOp op;
@@ -65,10 +66,6 @@ const ConvSignature& conv_signature(ConvOp op);
 inline const char* conv_op_name(ConvOp op) { return conv_signature(op).name; }
 // "Conv" -> ConvOp::conv; false for any other name.
 bool conv_op_from_name(const std::string& name, ConvOp* op);
-
-// The tensor description and dims formatting are shared with the norm ops.
-using norm::TensorDesc;
-using norm::format_dims;
 
 // ---------------------------------------------------------------------------
 // Attributes. Defaults are the ONNX ones; absent attributes keep them.

@@ -4,26 +4,10 @@
 #include <vector>
 
 #include "plugins/common/dtype.h"
+#include "plugins/common/host_elements.h"
 
 namespace trt_fastops::norm {
 namespace {
-
-float load(const void* base, DType t, int64_t i) {
-  switch (t) {
-    case DType::f32: return static_cast<const float*>(base)[i];
-    case DType::f16: return half_bits_to_float(static_cast<const uint16_t*>(base)[i]);
-    case DType::bf16: return bf16_bits_to_float(static_cast<const uint16_t*>(base)[i]);
-  }
-  return 0.f;
-}
-
-void store(void* base, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::f32: static_cast<float*>(base)[i] = v; break;
-    case DType::f16: static_cast<uint16_t*>(base)[i] = float_to_half_bits(v); break;
-    case DType::bf16: static_cast<uint16_t*>(base)[i] = float_to_bf16_bits(v); break;
-  }
-}
 
 Status check_params(const NormParams& p) {
   if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
@@ -58,9 +42,9 @@ Status run_norm_cpu_rows(const NormParams& p, int64_t row_begin, int64_t row_end
     // Stage 1: s = x + skip + bias in float32 (as the kernels do), sum in float64.
     double total = 0.0;
     for (int64_t c = 0; c < cols; ++c) {
-      float v = load(p.x, p.dtype, base + c);
-      if (p.skip) v += load(p.skip, p.dtype, skip_base + c);
-      if (p.bias) v += load(p.bias, p.dtype, c);
+      float v = load_element(p.x, p.dtype, base + c);
+      if (p.skip) v += load_element(p.skip, p.dtype, skip_base + c);
+      if (p.bias) v += load_element(p.bias, p.dtype, c);
       s[c] = v;
       total += v;
     }
@@ -74,11 +58,11 @@ Status run_norm_cpu_rows(const NormParams& p, int64_t row_begin, int64_t row_end
     const double rstd = 1.0 / std::sqrt(sq / double(cols) + double(p.epsilon));
     // Stage 3: outputs.
     for (int64_t c = 0; c < cols; ++c) {
-      const double g = load(p.gamma, p.dtype, p.gamma_scalar ? 0 : c);
+      const double g = load_element(p.gamma, p.dtype, p.gamma_scalar ? 0 : c);
       double y = (double(s[c]) - mean) * rstd * g;
-      if (p.beta) y += load(p.beta, p.dtype, p.beta_scalar ? 0 : c);
-      store(p.y, p.dtype, base + c, float(y));
-      if (p.sum_out) store(p.sum_out, p.dtype, base + c, s[c]);
+      if (p.beta) y += load_element(p.beta, p.dtype, p.beta_scalar ? 0 : c);
+      store_element(p.y, p.dtype, base + c, float(y));
+      if (p.sum_out) store_element(p.sum_out, p.dtype, base + c, s[c]);
     }
     if (p.mean_out) p.mean_out[r] = float(mean);
     if (p.rstd_out) p.rstd_out[r] = float(rstd);

@@ -28,11 +28,6 @@ const NormSignature SIGNATURES[NORM_OP_COUNT] = {
      true},
 };
 
-const TensorDesc& absent_desc() {
-  static const TensorDesc absent;
-  return absent;
-}
-
 bool all_known(const std::vector<int64_t>& dims) {
   for (int64_t d : dims)
     if (d < 0) return false;
@@ -59,14 +54,6 @@ std::vector<int64_t> strip_leading_ones(const std::vector<int64_t>& dims, size_t
   size_t i = begin;
   while (i < dims.size() && dims[i] == 1) ++i;
   return std::vector<int64_t>(dims.begin() + i, dims.end());
-}
-
-std::string input_ref(const NormSignature& sig, int idx) {
-  return str_cat("input '", sig.inputs[idx].name, "' (index ", idx, ")");
-}
-
-std::string output_ref(const NormSignature& sig, int idx) {
-  return str_cat("output '", sig.outputs[idx].name, "' (index ", idx, ")");
 }
 
 std::string input_list(const NormSignature& sig) {
@@ -139,33 +126,9 @@ Status check_skip_shape(const NormSignature& sig, int idx, const TensorDesc& t,
 
 }  // namespace
 
-const NormSignature& norm_signature(NormOp op) {
-  int i = static_cast<int>(op);
-  if (i < 0 || i >= NORM_OP_COUNT) i = 0;
-  return SIGNATURES[i];
-}
+const NormSignature& norm_signature(NormOp op) { return signature_at(SIGNATURES, op); }
 
-bool norm_op_from_name(const std::string& name, NormOp* op) {
-  for (const auto& sig : SIGNATURES) {
-    if (name == sig.name) {
-      *op = sig.op;
-      return true;
-    }
-  }
-  return false;
-}
-
-std::string format_dims(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ", ";
-    if (dims[i] < 0)
-      s += "?";
-    else
-      str_append(s, dims[i]);
-  }
-  return s + "]";
-}
+bool norm_op_from_name(const std::string& name, NormOp* op) { return op_from_name(SIGNATURES, name, op); }
 
 // ---------------------------------------------------------------------------
 // Attributes
@@ -179,9 +142,7 @@ std::vector<std::string> norm_attr_names(NormOp op) {
 bool norm_attr_is_int(const std::string& name) { return name == "axis" || name == "stash_type"; }
 
 static Status unknown_attr(NormOp op, const std::string& name) {
-  std::string known;
-  for (const auto& n : norm_attr_names(op)) known += (known.empty() ? "" : ", ") + n;
-  return Status::errorf(norm_op_name(op), ": unknown attribute '", name, "', expected one of ", known);
+  return unknown_attr_error(norm_op_name(op), name, norm_attr_names(op));
 }
 
 Status set_norm_attr_int(NormOp op, const std::string& name, int64_t value, NormAttrs* attrs) {
@@ -212,8 +173,7 @@ Status set_norm_attr_float(NormOp op, const std::string& name, double value, Nor
 }
 
 Status norm_attr_type_error(NormOp op, const std::string& name, const char* found_kind) {
-  return Status::errorf(norm_op_name(op), ": attribute '", name, "' is ", found_kind, ", expected ",
-                        norm_attr_is_int(name) ? "an int" : "a float");
+  return attr_kind_error(norm_op_name(op), name, found_kind, norm_attr_is_int(name) ? "an int" : "a float");
 }
 
 Status validate_norm_attrs(NormOp op, const NormAttrs& attrs) {
@@ -246,39 +206,21 @@ Status infer_norm(NormOp op, const NormAttrs& attrs, const std::vector<TensorDes
   }
   TRT_FASTOPS_RETURN_IF_ERROR(validate_norm_attrs(op, attrs));
 
-  auto in = [&](int idx) -> const TensorDesc& {
-    return idx >= 0 && size_t(idx) < inputs.size() ? inputs[idx] : absent_desc();
-  };
+  auto in = [&](int idx) -> const TensorDesc& { return desc_at(inputs, idx); };
   auto out_present = [&](int idx) -> bool {
     if (idx < 0) return false;
     if (outputs_present.empty()) return idx == sig.y;  // nothing said: Y only
     return size_t(idx) < outputs_present.size() && outputs_present[idx];
   };
 
-  for (int i = 0; i < sig.num_inputs; ++i) {
-    if (!sig.inputs[i].optional && !in(i).present) {
-      return Status::errorf(sig.name, ": ", input_ref(sig, i), " is missing; it is required");
-    }
-  }
+  TRT_FASTOPS_RETURN_IF_ERROR(check_required_inputs(sig.name, sig.inputs, sig.num_inputs, inputs));
   if (!out_present(sig.y)) {
     return Status::errorf(sig.name, ": ", output_ref(sig, sig.y), " is missing; it is required");
   }
 
   // dtypes: X decides, everything else follows it.
   const TensorDesc& x = in(sig.x);
-  if (!x.unsupported_dtype.empty()) {
-    return Status::errorf(sig.name, ": ", input_ref(sig, sig.x), " is ", x.unsupported_dtype,
-                          ", expected float32, float16 or bfloat16");
-  }
-  for (int i = 0; i < sig.num_inputs; ++i) {
-    const TensorDesc& t = in(i);
-    if (i == sig.x || !t.present) continue;
-    if (!t.unsupported_dtype.empty() || t.dtype != x.dtype) {
-      return Status::errorf(sig.name, ": ", input_ref(sig, i), " is ",
-                            t.unsupported_dtype.empty() ? dtype_name(t.dtype) : t.unsupported_dtype,
-                            ", expected ", dtype_name(x.dtype), " (the dtype of X)");
-    }
-  }
+  TRT_FASTOPS_RETURN_IF_ERROR(check_input_dtypes(sig.name, sig.inputs, sig.num_inputs, sig.x, inputs));
   out->dtype = x.dtype;
 
   // Which optional pieces are used.

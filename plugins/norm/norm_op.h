@@ -12,6 +12,7 @@
 
 #include "plugins/common/dtype.h"
 #include "plugins/common/status.h"
+#include "plugins/common/tensor_desc.h"
 #include "plugins/norm/norm.h"
 
 namespace trt_fastops::norm {
@@ -22,10 +23,11 @@ constexpr int NORM_OP_COUNT = 3;
 constexpr int NORM_MAX_INPUTS = 5;
 constexpr int NORM_MAX_OUTPUTS = 4;
 
-struct NormSlot {
-  const char* name = nullptr;  // ONNX input/output name, e.g. "Scale"
-  bool optional = false;
-};
+// TensorDesc, TensorSlot and format_dims are shared by every op family
+// (plugins/common/tensor_desc.h); the norm names stay for the adapters.
+using NormSlot = TensorSlot;
+using trt_fastops::TensorDesc;
+using trt_fastops::format_dims;
 
 // Where each role sits in an op's input/output list; -1 when the op lacks it.
 struct NormSignature {
@@ -75,28 +77,6 @@ Status norm_attr_type_error(NormOp op, const std::string& name, const char* foun
 Status validate_norm_attrs(NormOp op, const NormAttrs& attrs);
 
 // ---------------------------------------------------------------------------
-// One input as an adapter sees it. At graph-build time dims may be unknown
-// (-1) and the rank may be unknown (rank_known = false); at run time
-// everything is known.
-struct TensorDesc {
-  bool present = false;
-  DType dtype = DType::f32;
-  // Non-empty: the element type is not one we support; this is its name
-  // ("float64", "int32"), used in the error message. dtype is then ignored.
-  std::string unsupported_dtype;
-  bool rank_known = true;
-  std::vector<int64_t> dims;  // -1: unknown dimension
-
-  static TensorDesc absent() { return TensorDesc(); }
-  static TensorDesc of(DType t, std::vector<int64_t> d) {
-    TensorDesc r;
-    r.present = true;
-    r.dtype = t;
-    r.dims = std::move(d);
-    return r;
-  }
-};
-
 // What infer_norm derives. Counts are -1 where unknown (graph time only).
 struct NormShapes {
   DType dtype = DType::f32;  // of X, Y, Sum
@@ -128,8 +108,5 @@ struct NormBuffers {
 // Refuses null pointers for present tensors that hold data.
 Status make_norm_params(NormOp op, const NormAttrs& attrs, const NormShapes& shapes,
                         const NormBuffers& buffers, NormParams* out);
-
-// "[2, 3, 768]" (unknown dims as "?"), for messages.
-std::string format_dims(const std::vector<int64_t>& dims);
 
 }  // namespace trt_fastops::norm
