@@ -14,10 +14,8 @@ namespace trt_fastops::ort {
 namespace {
 
 OrtStatus* ep_fail(const char* op_name, const std::string& what, const std::string& node_name) {
-  std::string msg = what;
-  if (msg.rfind(op_name, 0) != 0) msg = std::string(op_name) + ": " + msg;  // launcher messages name the op already
-  if (!node_name.empty()) msg += " (node '" + node_name + "')";
-  return api()->CreateStatus(ORT_EP_FAIL, msg.c_str());
+  if (what.rfind(op_name, 0) == 0) return node_error(ORT_EP_FAIL, what, node_name);  // launcher messages name the op already
+  return node_error(ORT_EP_FAIL, str_cat(op_name, ": ", what), node_name);
 }
 
 // ORT's allocator for the device X lives on, and one workspace block from it.

@@ -1,9 +1,6 @@
-// ORT custom ops for Conv / ConvTranspose (domain trt_fastops). One
-// ConvCustomOp is one registration: (op, execution provider, element type of
-// X); each op is registered once per supported dtype plus one type-agnostic
-// catch-all, for the same reasons as the norm ops (see norm_ort_op.h): Y's
-// type follows X, and a W/B of the wrong dtype or an unsupported X reaches our
-// own check and message instead of ORT's "no kernel def matches".
+// ORT custom ops for Conv / ConvTranspose (domain trt_fastops): the conv
+// family of OrtOp (plugins/ort/ort_op.h, which holds the shared plumbing and
+// explains the typed + catch-all registrations); Y follows X's dtype.
 //
 // Schema, attributes, shape inference, output allocation and the ConvParams
 // come from here for both EPs. The CPU registration runs the reference loop
@@ -18,15 +15,26 @@
 #include <onnxruntime_c_api.h>
 
 #include "plugins/conv/conv_op.h"
+#include "plugins/ort/ort_op.h"
 
 namespace trt_fastops::ort {
 
-struct ConvCustomOp : OrtCustomOp {
-  conv::ConvOp op = conv::ConvOp::conv;
-  bool cuda = false;  // CUDAExecutionProvider, else CPUExecutionProvider
-  ONNXTensorElementDataType x_type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // UNDEFINED: catch-all
+struct ConvFamily {
+  using Op = conv::ConvOp;
+  using Signature = conv::ConvSignature;
+  struct Kernel : OrtKernelBase<Op> {
+    conv::ConvAttrs attrs;
+  };
+
+  static const Signature& signature(Op op) { return conv::conv_signature(op); }
+  static ONNXTensorElementDataType output_type(const Signature&, size_t, ONNXTensorElementDataType x_type) {
+    return x_type;
+  }
+  static Status create_kernel(const OrtKernelInfo* info, Kernel* k);
+  static OrtStatus* compute(const Kernel& k, OrtKernelContext* ctx);
+  static Status infer_shapes(Op op, OrtShapeInferContext* ctx);
 };
 
-void init_conv_custom_op(ConvCustomOp* custom_op, conv::ConvOp op, bool cuda, ONNXTensorElementDataType x_type);
+using ConvCustomOp = OrtOp<ConvFamily>;
 
 }  // namespace trt_fastops::ort

@@ -1,29 +1,36 @@
-// ORT custom ops for LayerNorm / SkipLayerNorm / RMSNorm. One NormCustomOp is
-// one registration: (op, execution provider, element type of X).
-//
-// Why several registrations per op and EP: ORT infers the element type of a
-// type-agnostic (UNDEFINED) output from the *last* type-agnostic input, not
-// from X. So each op is registered once per supported dtype with X, Y and Sum
-// typed and every other input type-agnostic (Y follows X, and a Scale of the
-// wrong dtype reaches our own check and message), plus one fully
-// type-agnostic catch-all, so that an unsupported X (float64, int32) also
-// reaches our refusal instead of ORT's "no kernel def matches". All
-// registrations share the same callbacks.
+// ORT custom ops for LayerNorm / SkipLayerNorm / RMSNorm: the norm family of
+// OrtOp (plugins/ort/ort_op.h, which holds the shared plumbing and explains
+// the typed + catch-all registrations). Y and Sum follow X's dtype; Mean and
+// InvStdDev are float32. The CPU registrations run the reference
+// (plugins/norm/norm_cpu.h) over ORT's intra-op thread pool, the CUDA ones
+// enqueue launch_norm on the kernel context's stream.
 #pragma once
 
 #include <onnxruntime_c_api.h>
 
+#include <string>
+#include <vector>
+
 #include "plugins/norm/norm_op.h"
+#include "plugins/ort/ort_op.h"
 
 namespace trt_fastops::ort {
 
-struct NormCustomOp : OrtCustomOp {
-  norm::NormOp op = norm::NormOp::layer_norm;
-  bool cuda = false;  // CUDAExecutionProvider, else CPUExecutionProvider
-  ONNXTensorElementDataType x_type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // UNDEFINED: catch-all
+struct NormFamily {
+  using Op = norm::NormOp;
+  using Signature = norm::NormSignature;
+  struct Kernel : OrtKernelBase<Op> {
+    norm::NormAttrs attrs;
+    std::vector<bool> outputs_present;
+  };
+
+  static const Signature& signature(Op op) { return norm::norm_signature(op); }
+  static ONNXTensorElementDataType output_type(const Signature& sig, size_t i, ONNXTensorElementDataType x_type);
+  static Status create_kernel(const OrtKernelInfo* info, Kernel* k);
+  static OrtStatus* compute(const Kernel& k, OrtKernelContext* ctx);
+  static Status infer_shapes(Op op, OrtShapeInferContext* ctx);
 };
 
-void init_norm_custom_op(NormCustomOp* custom_op, norm::NormOp op, bool cuda,
-                         ONNXTensorElementDataType x_type);
+using NormCustomOp = OrtOp<NormFamily>;
 
 }  // namespace trt_fastops::ort

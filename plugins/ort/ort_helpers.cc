@@ -1,18 +1,12 @@
 #include "plugins/ort/ort_helpers.h"
 
+#include <algorithm>
 #include <atomic>
 
 namespace trt_fastops::ort {
 namespace {
 
 std::atomic<const OrtApi*> g_api{nullptr};
-
-// True when the ORT call succeeded; a failure status is released.
-bool succeeded(OrtStatus* st) {
-  if (st == nullptr) return true;
-  api()->ReleaseStatus(st);
-  return false;
-}
 
 }  // namespace
 
@@ -29,6 +23,25 @@ Status from_ort_status(OrtStatus* st, const char* what) {
   Status r = Status::errorf(what, " failed: ", api()->GetErrorMessage(st));
   api()->ReleaseStatus(st);
   return r;
+}
+
+bool succeeded(OrtStatus* st) {
+  if (st == nullptr) return true;
+  api()->ReleaseStatus(st);
+  return false;
+}
+
+OrtStatus* node_error(OrtErrorCode code, const std::string& msg, const std::string& node_name) {
+  if (node_name.empty()) return api()->CreateStatus(code, msg.c_str());
+  return api()->CreateStatus(code, str_cat(msg, " (node '", node_name, "')").c_str());
+}
+
+OrtStatus* invalid_argument(const Status& st, const std::string& node_name) {
+  return node_error(ORT_INVALID_ARGUMENT, st.message(), node_name);
+}
+
+OrtStatus* internal_error(const char* op_name, const char* what) {
+  return api()->CreateStatus(ORT_FAIL, str_cat(op_name, ": internal error: ", what).c_str());
 }
 
 #define TRT_FASTOPS_ORT_CALL(call) TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status((call), #call))
@@ -71,7 +84,7 @@ ONNXTensorElementDataType element_type_of(DType t) {
   return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
 }
 
-void set_desc_dtype(ONNXTensorElementDataType t, norm::TensorDesc* desc) {
+void set_desc_dtype(ONNXTensorElementDataType t, TensorDesc* desc) {
   desc->unsupported_dtype.clear();
   switch (t) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: desc->dtype = DType::f32; break;
@@ -82,7 +95,7 @@ void set_desc_dtype(ONNXTensorElementDataType t, norm::TensorDesc* desc) {
 }
 
 // Element type and dims of a tensor type-and-shape (not owned).
-static Status fill_desc(const OrtTensorTypeAndShapeInfo* info, norm::TensorDesc* desc) {
+static Status fill_desc(const OrtTensorTypeAndShapeInfo* info, TensorDesc* desc) {
   const OrtApi* a = api();
   ONNXTensorElementDataType t = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   size_t rank = 0;
@@ -97,8 +110,8 @@ static Status fill_desc(const OrtTensorTypeAndShapeInfo* info, norm::TensorDesc*
   return Status::ok();
 }
 
-Status tensor_desc_from_value(const OrtValue* value, norm::TensorDesc* desc) {
-  *desc = norm::TensorDesc();
+Status tensor_desc_from_value(const OrtValue* value, TensorDesc* desc) {
+  *desc = TensorDesc();
   if (value == nullptr) return Status::ok();
   OrtTensorTypeAndShapeInfo* info = nullptr;
   TRT_FASTOPS_ORT_CALL(api()->GetTensorTypeAndShape(value, &info));
@@ -125,8 +138,8 @@ Status kernel_info_output_name(const OrtKernelInfo* info, size_t index, std::str
   return Status::ok();
 }
 
-Status tensor_desc_from_kernel_info(const OrtKernelInfo* info, size_t index, norm::TensorDesc* desc) {
-  *desc = norm::TensorDesc();
+Status tensor_desc_from_kernel_info(const OrtKernelInfo* info, size_t index, TensorDesc* desc) {
+  *desc = TensorDesc();
   std::string name;
   TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_input_name(info, index, &name));
   if (name.empty()) return Status::ok();  // omitted optional input
@@ -144,62 +157,123 @@ Status tensor_desc_from_kernel_info(const OrtKernelInfo* info, size_t index, nor
   return st;
 }
 
-// ---------------------------------------------------------------------------
-// Attributes
-
-Status read_norm_attrs(const OrtKernelInfo* info, norm::NormOp op, norm::NormAttrs* attrs) {
-  const OrtApi* a = api();
-  *attrs = norm::NormAttrs();
-  for (const std::string& name : norm::norm_attr_names(op)) {
-    int64_t i = 0;
-    float f = 0.f;
-    size_t size = 0;
-    if (norm::norm_attr_is_int(name)) {
-      if (succeeded(a->KernelInfoGetAttribute_int64(info, name.c_str(), &i))) {
-        TRT_FASTOPS_RETURN_IF_ERROR(norm::set_norm_attr_int(op, name, i, attrs));
-        continue;
-      }
-      if (succeeded(a->KernelInfoGetAttribute_float(info, name.c_str(), &f)))
-        return norm::norm_attr_type_error(op, name, "a float");
-    } else {
-      if (succeeded(a->KernelInfoGetAttribute_float(info, name.c_str(), &f))) {
-        TRT_FASTOPS_RETURN_IF_ERROR(norm::set_norm_attr_float(op, name, f, attrs));
-        continue;
-      }
-      if (succeeded(a->KernelInfoGetAttribute_int64(info, name.c_str(), &i)))
-        return norm::norm_attr_type_error(op, name, "an int");
-    }
-    if (succeeded(a->KernelInfoGetAttribute_string(info, name.c_str(), nullptr, &size)))
-      return norm::norm_attr_type_error(op, name, "a string");
-    // Absent (or a list/tensor, which ORT reports the same way): default.
-  }
-  return norm::validate_norm_attrs(op, *attrs);
+Status kernel_info_counts(const OrtKernelInfo* info, size_t* n_inputs, size_t* n_outputs) {
+  TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(api()->KernelInfo_GetInputCount(info, n_inputs), "KernelInfo_GetInputCount"));
+  return from_ort_status(api()->KernelInfo_GetOutputCount(info, n_outputs), "KernelInfo_GetOutputCount");
 }
 
-Status read_norm_attrs(const OrtShapeInferContext* ctx, norm::NormOp op, norm::NormAttrs* attrs) {
+std::string kernel_info_node_name(const OrtKernelInfo* info) {
   const OrtApi* a = api();
-  *attrs = norm::NormAttrs();
-  for (const std::string& name : norm::norm_attr_names(op)) {
-    const OrtOpAttr* attr = nullptr;
-    if (!succeeded(a->ShapeInferContext_GetAttribute(ctx, name.c_str(), &attr)) || attr == nullptr)
-      continue;  // absent: default
-    int64_t i = 0;
-    float f = 0.f;
-    size_t out = 0;
-    if (norm::norm_attr_is_int(name)) {
-      if (succeeded(a->ReadOpAttr(attr, ORT_OP_ATTR_INT, &i, sizeof(i), &out))) {
-        TRT_FASTOPS_RETURN_IF_ERROR(norm::set_norm_attr_int(op, name, i, attrs));
-        continue;
-      }
-      return norm::norm_attr_type_error(op, name, "of another type");
-    }
-    if (succeeded(a->ReadOpAttr(attr, ORT_OP_ATTR_FLOAT, &f, sizeof(f), &out))) {
-      TRT_FASTOPS_RETURN_IF_ERROR(norm::set_norm_attr_float(op, name, f, attrs));
-      continue;
-    }
-    return norm::norm_attr_type_error(op, name, "of another type");
+  std::string name;
+  size_t size = 0;
+  OrtStatus* st = a->KernelInfo_GetNodeName(info, nullptr, &size);
+  if (st == nullptr && size > 1) {
+    std::string buf(size, '\0');
+    st = a->KernelInfo_GetNodeName(info, buf.data(), &size);
+    if (st == nullptr) name = buf.c_str();
   }
-  return norm::validate_norm_attrs(op, *attrs);
+  if (st) a->ReleaseStatus(st);  // the name only decorates messages
+  return name;
+}
+
+Status kernel_info_inputs(const OrtKernelInfo* info, size_t n_inputs, const char* op_name,
+                          std::vector<TensorDesc>* descs) {
+  descs->assign(n_inputs, TensorDesc());
+  for (size_t i = 0; i < n_inputs; ++i) {
+    Status s = tensor_desc_from_kernel_info(info, i, &(*descs)[i]);
+    if (!s.is_ok()) return Status::errorf(op_name, ": ", s.message());
+  }
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------
+// Compute
+
+Status context_inputs(OrtKernelContext* ctx, size_t max_inputs, std::vector<TensorDesc>* descs, const void** data) {
+  const OrtApi* a = api();
+  size_t n_in = 0;
+  TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->KernelContext_GetInputCount(ctx, &n_in), "KernelContext_GetInputCount"));
+  n_in = std::min(n_in, max_inputs);
+  descs->assign(n_in, TensorDesc());
+  for (size_t i = 0; i < n_in; ++i) {
+    const OrtValue* v = nullptr;
+    TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->KernelContext_GetInput(ctx, i, &v), "KernelContext_GetInput"));
+    TRT_FASTOPS_RETURN_IF_ERROR(tensor_desc_from_value(v, &(*descs)[i]));
+    if (v != nullptr) {
+      void* p = nullptr;
+      // The C API (v21) has no const accessor; the data is only read.
+      TRT_FASTOPS_RETURN_IF_ERROR(
+          from_ort_status(a->GetTensorMutableData(const_cast<OrtValue*>(v), &p), "GetTensorMutableData"));
+      data[i] = p;
+    }
+  }
+  return Status::ok();
+}
+
+Status context_output(OrtKernelContext* ctx, size_t index, const std::vector<int64_t>& dims, void** data) {
+  const OrtApi* a = api();
+  OrtValue* v = nullptr;
+  TRT_FASTOPS_RETURN_IF_ERROR(
+      from_ort_status(a->KernelContext_GetOutput(ctx, index, dims.data(), dims.size(), &v), "KernelContext_GetOutput"));
+  if (v == nullptr) return Status::ok();  // ORT has no value for it after all
+  return from_ort_status(a->GetTensorMutableData(v, data), "GetTensorMutableData");
+}
+
+// ---------------------------------------------------------------------------
+// Shape inference
+
+Status shape_infer_inputs(OrtShapeInferContext* ctx, size_t max_inputs, int x, std::vector<TensorDesc>* descs,
+                          std::vector<std::string>* x_symbols) {
+  const OrtApi* a = api();
+  x_symbols->clear();
+  size_t n_in = 0;
+  TRT_FASTOPS_RETURN_IF_ERROR(
+      from_ort_status(a->ShapeInferContext_GetInputCount(ctx, &n_in), "ShapeInferContext_GetInputCount"));
+  n_in = std::min(n_in, max_inputs);
+  descs->assign(n_in, TensorDesc());
+  for (size_t i = 0; i < n_in; ++i) {
+    OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by ctx
+    TRT_FASTOPS_RETURN_IF_ERROR(
+        from_ort_status(a->ShapeInferContext_GetInputTypeShape(ctx, i, &info), "ShapeInferContext_GetInputTypeShape"));
+    ONNXTensorElementDataType t = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->GetTensorElementType(info, &t), "GetTensorElementType"));
+    if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) continue;  // omitted optional input
+    TensorDesc& d = (*descs)[i];
+    d.present = true;
+    set_desc_dtype(t, &d);
+    size_t rank = 0;
+    TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->GetDimensionsCount(info, &rank), "GetDimensionsCount"));
+    d.dims.assign(rank, 0);
+    if (rank > 0)
+      TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->GetDimensions(info, d.dims.data(), rank), "GetDimensions"));
+    for (auto& v : d.dims)
+      if (v < 0) v = -1;
+    d.rank_known = rank > 0;  // a missing shape reads as rank 0
+    if (int(i) == x && rank > 0) {
+      std::vector<const char*> syms(rank, nullptr);
+      TRT_FASTOPS_RETURN_IF_ERROR(
+          from_ort_status(a->GetSymbolicDimensions(info, syms.data(), rank), "GetSymbolicDimensions"));
+      for (const char* s : syms) x_symbols->emplace_back(s ? s : "");
+    }
+  }
+  return Status::ok();
+}
+
+Status set_shape_infer_output(OrtShapeInferContext* ctx, size_t index, DType dtype, const std::vector<int64_t>& dims,
+                              const std::vector<const char*>& names) {
+  const OrtApi* a = api();
+  OrtTensorTypeAndShapeInfo* y = nullptr;
+  TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->CreateTensorTypeAndShapeInfo(&y), "CreateTensorTypeAndShapeInfo"));
+  Status st = from_ort_status(a->SetTensorElementType(y, element_type_of(dtype)), "SetTensorElementType");
+  if (st.is_ok()) st = from_ort_status(a->SetDimensions(y, dims.data(), dims.size()), "SetDimensions");
+  // The C API takes the names non-const; it only reads them.
+  if (st.is_ok())
+    st = from_ort_status(a->SetSymbolicDimensions(y, const_cast<const char**>(names.data()), names.size()),
+                         "SetSymbolicDimensions");
+  if (st.is_ok())
+    st = from_ort_status(a->ShapeInferContext_SetOutputTypeShape(ctx, index, y), "ShapeInferContext_SetOutputTypeShape");
+  a->ReleaseTensorTypeAndShapeInfo(y);
+  return st;
 }
 
 }  // namespace trt_fastops::ort

@@ -1,7 +1,7 @@
-// Plain-C-API helpers shared by the ORT custom ops: the OrtApi pointer,
-// Status -> OrtStatus*, ONNX element type -> DType, and TensorDesc /
-// attribute readers. No exceptions cross into ORT: everything returns a
-// Status or an OrtStatus*.
+// Plain-C-API helpers shared by the ORT custom ops of every family: the
+// OrtApi pointer, Status -> OrtStatus*, ONNX element type -> DType, and
+// TensorDesc readers for kernel creation, compute and shape inference. No
+// exceptions cross into ORT: everything returns a Status or an OrtStatus*.
 #pragma once
 
 #include <onnxruntime_c_api.h>
@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "plugins/common/dtype.h"
 #include "plugins/common/status.h"
-#include "plugins/norm/norm_op.h"
+#include "plugins/common/tensor_desc.h"
 
 namespace trt_fastops::ort {
 
@@ -22,27 +23,58 @@ const OrtApi* api();
 OrtStatus* to_ort_status(const Status& st, OrtErrorCode code = ORT_INVALID_ARGUMENT);
 // OrtStatus* -> Status, releasing it; `what` names the failed ORT call.
 Status from_ort_status(OrtStatus* st, const char* what);
+// True when the ORT call succeeded; a failure status is released (probing calls).
+bool succeeded(OrtStatus* st);
+
+// msg + " (node '<node_name>')" (so users find the node; nothing added for an
+// unnamed node) as an OrtStatus* with the given code.
+OrtStatus* node_error(OrtErrorCode code, const std::string& msg, const std::string& node_name);
+// A refused node or input: ORT_INVALID_ARGUMENT with the node's name.
+OrtStatus* invalid_argument(const Status& st, const std::string& node_name);
+// "<op_name>: internal error: <what>" (an exception caught at the C boundary).
+OrtStatus* internal_error(const char* op_name, const char* what);
 
 // "float64", "int32", ... for messages.
 const char* element_type_name(ONNXTensorElementDataType t);
 ONNXTensorElementDataType element_type_of(DType t);
 // Fills desc->dtype, or desc->unsupported_dtype with the type's name.
-void set_desc_dtype(ONNXTensorElementDataType t, norm::TensorDesc* desc);
+void set_desc_dtype(ONNXTensorElementDataType t, TensorDesc* desc);
 
 // Run time: an input OrtValue (nullptr = absent) -> TensorDesc.
-Status tensor_desc_from_value(const OrtValue* value, norm::TensorDesc* desc);
+Status tensor_desc_from_value(const OrtValue* value, TensorDesc* desc);
 
 // Graph time: what ORT knows about a node input at kernel creation. Unknown
 // dims become -1; rank 0 counts as unknown (ORT reports a missing shape as
 // rank 0, so a real scalar is only refused at run time).
-Status tensor_desc_from_kernel_info(const OrtKernelInfo* info, size_t index, norm::TensorDesc* desc);
-
-// Node attributes, absent -> default. Wrong kinds are refused.
-Status read_norm_attrs(const OrtKernelInfo* info, norm::NormOp op, norm::NormAttrs* attrs);
-Status read_norm_attrs(const OrtShapeInferContext* ctx, norm::NormOp op, norm::NormAttrs* attrs);
+Status tensor_desc_from_kernel_info(const OrtKernelInfo* info, size_t index, TensorDesc* desc);
 
 // Node input/output names ("" for an omitted optional one).
 Status kernel_info_input_name(const OrtKernelInfo* info, size_t index, std::string* name);
 Status kernel_info_output_name(const OrtKernelInfo* info, size_t index, std::string* name);
+// The node's name, "" when ORT has none (it only decorates messages).
+std::string kernel_info_node_name(const OrtKernelInfo* info);
+// Kernel creation: the node's input and output counts.
+Status kernel_info_counts(const OrtKernelInfo* info, size_t* n_inputs, size_t* n_outputs);
+// Kernel creation: one TensorDesc per node input (tensor_desc_from_kernel_info);
+// a failure reads "<op_name>: <message>".
+Status kernel_info_inputs(const OrtKernelInfo* info, size_t n_inputs, const char* op_name,
+                          std::vector<TensorDesc>* descs);
+
+// Compute: the context's inputs (at most max_inputs) as TensorDescs, and their
+// data pointers in data[i] (left alone for an absent input).
+Status context_inputs(OrtKernelContext* ctx, size_t max_inputs, std::vector<TensorDesc>* descs, const void** data);
+// Compute: output `index` with shape `dims`; *data is left alone when ORT has
+// no value for it.
+Status context_output(OrtKernelContext* ctx, size_t index, const std::vector<int64_t>& dims, void** data);
+
+// Shape inference: the node's inputs (at most max_inputs) as TensorDescs
+// (omitted optional inputs absent, a missing shape as an unknown rank), and the
+// symbolic names of input x's dims ("" where none; empty when X's rank is unknown).
+Status shape_infer_inputs(OrtShapeInferContext* ctx, size_t max_inputs, int x, std::vector<TensorDesc>* descs,
+                          std::vector<std::string>* x_symbols);
+// Shape inference: output `index` gets dtype and dims; names[i] is dim i's
+// symbol ("" for a known dim; ORT records an unnamed unknown dim as -1).
+Status set_shape_infer_output(OrtShapeInferContext* ctx, size_t index, DType dtype, const std::vector<int64_t>& dims,
+                              const std::vector<const char*>& names);
 
 }  // namespace trt_fastops::ort

@@ -17,6 +17,7 @@
 #include "plugins/ort/conv_ort_op.h"
 #include "plugins/ort/norm_ort_op.h"
 #include "plugins/ort/ort_helpers.h"
+#include "plugins/ort/ort_op.h"
 
 namespace trt_fastops::ort {
 namespace {
@@ -34,29 +35,12 @@ Registry* g_registry = nullptr;  // intentionally leaked, see above
 
 OrtStatus* build_registry(const OrtApi* a, Registry* reg) {
   if (OrtStatus* st = a->CreateCustomOpDomain(DOMAIN, &reg->domain)) return st;
-  // Typed registrations first: ORT picks the first kernel definition whose
-  // types match when it infers output types, so the catch-all comes last.
-  const ONNXTensorElementDataType types[] = {
-      ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16,
-      ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED};
-  const norm::NormOp ops[] = {norm::NormOp::layer_norm, norm::NormOp::skip_layer_norm,
-                              norm::NormOp::rms_norm};
   for (bool cuda : {false, true}) {
-    for (norm::NormOp op : ops) {
-      for (ONNXTensorElementDataType t : types) {
-        auto c = std::make_unique<NormCustomOp>();
-        init_norm_custom_op(c.get(), op, cuda, t);
-        if (OrtStatus* st = a->CustomOpDomain_Add(reg->domain, c.get())) return st;
-        reg->ops.push_back(std::move(c));
-      }
+    for (norm::NormOp op : {norm::NormOp::layer_norm, norm::NormOp::skip_layer_norm, norm::NormOp::rms_norm}) {
+      if (OrtStatus* st = add_op_registrations(a, reg->domain, op, cuda, &reg->ops)) return st;
     }
     for (conv::ConvOp op : {conv::ConvOp::conv, conv::ConvOp::conv_transpose}) {
-      for (ONNXTensorElementDataType t : types) {
-        auto c = std::make_unique<ConvCustomOp>();
-        init_conv_custom_op(c.get(), op, cuda, t);
-        if (OrtStatus* st = a->CustomOpDomain_Add(reg->domain, c.get())) return st;
-        reg->conv_ops.push_back(std::move(c));
-      }
+      if (OrtStatus* st = add_op_registrations(a, reg->domain, op, cuda, &reg->conv_ops)) return st;
     }
   }
   return nullptr;
