@@ -30,7 +30,6 @@ import argparse
 import datetime as _dt
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.append(str(REPO))  # after site-packages: the installed trt_fastops wins
 
+from scripts._bench_common import driver_version  # noqa: E402
 from scripts._conv_torch import ConvCase as C  # noqa: E402
 
 TARGET_CUDNN_VS_TORCH = 0.95
@@ -184,18 +184,11 @@ class Timer:
 def versions(torch, _C) -> dict:
     import trt_fastops
 
-    driver = None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-        driver = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError, IndexError):
-        pass
     stats = _C.conv_cache_stats()
     return {"torch": torch.__version__, "cuda": torch.version.cuda,
             "torch_cudnn": torch.backends.cudnn.version(), "trt_fastops": trt_fastops.__version__,
             "trt_fastops_cudnn": stats["cudnn_version"], "trt_fastops_cudnn_status": stats["cudnn_status"],
-            "driver": driver}
+            "driver": driver_version()}
 
 
 def torch_fn(torch, case, x, w, b):

@@ -31,13 +31,13 @@ import datetime as _dt
 import json
 import math
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.append(str(REPO))  # after site-packages: the installed trt_fastops wins
+from scripts._bench_common import driver_version  # noqa: E402
 
 SHAPES = [(16384, 1024), (16384, 4096), (8192, 8192), (32768, 768)]
 DTYPES = ["float16", "bfloat16"]
@@ -259,25 +259,9 @@ def time_ort(ort, torch, timer: Timer, op, dtype, rows, hidden, sets, stream_ptr
 def versions(torch, ort) -> dict:
     import trt_fastops
 
-    driver = None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-        driver = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError, IndexError):
-        pass
-    if driver is None:
-        try:
-            import ctypes
-
-            v = ctypes.c_int()
-            ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(v))
-            driver = f"CUDA driver API {v.value // 1000}.{v.value % 1000 // 10}"
-        except OSError:
-            driver = "unknown"
     return {"torch": torch.__version__, "cuda": torch.version.cuda,
             "onnxruntime": getattr(ort, "__version__", None) if ort else None,
-            "trt_fastops": trt_fastops.__version__, "driver": driver}
+            "trt_fastops": trt_fastops.__version__, "driver": driver_version()}
 
 
 def scaled_diff(a, b) -> float:

@@ -300,6 +300,20 @@ def shape_of(v: ir.Value | None) -> tuple | None:
     return tuple(dims)
 
 
+def check_cast_pair(x_cast: ir.Value, y_cast: ir.Value, dtype: ir.DataType) -> tuple[str, ir.Node] | None:
+    """The torch `x.float()` form: X is cast to float32 and the result back to X's dtype.
+    Returns (why it does not fit, the offending Cast), or None."""
+    to_in = x_cast.producer().attributes.get_int("to", 0)
+    to_out = y_cast.producer().attributes.get_int("to", 0)
+    if to_in != ir.DataType.FLOAT:
+        return (f"{describe(x_cast.producer())} casts to {ir.DataType(to_in).name}, expected float32",
+                x_cast.producer())
+    if to_out != dtype:
+        return (f"{describe(y_cast.producer())} casts to {ir.DataType(to_out).name}, "
+                f"not back to X's dtype {dtype.name}", y_cast.producer())
+    return None
+
+
 def rank_of(v: ir.Value, what: str) -> int:
     s = shape_of(v)
     if s is None:

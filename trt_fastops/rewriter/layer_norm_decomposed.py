@@ -21,7 +21,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import pattern as orp
 from onnxscript.rewriter._basics import MatchResult
 
-from ._common import (NormRule, binop, const_scalar, describe, either, normalized, ones_like_param,
+from ._common import (NormRule, check_cast_pair, binop, const_scalar, either, normalized, ones_like_param,
                       rank_of, reduce_axes, require_const_value, require_float_dtype, require_param_shape,
                       require_same_dtype, shape_of, trailing_axis)
 
@@ -61,14 +61,9 @@ class DecomposedLayerNorm(NormRule):
         result = MatchResult()
         dt = require_float_dtype(x, "X")
         if self.cast:
-            to_in = x_cast.producer().attributes.get_int("to", 0)
-            to_out = y_cast.producer().attributes.get_int("to", 0)
-            if to_in != ir.DataType.FLOAT:
-                return result.fail(f"{describe(x_cast.producer())} casts to {ir.DataType(to_in).name}, "
-                                   "expected float32", x_cast.producer())
-            if to_out != dt:
-                return result.fail(f"{describe(y_cast.producer())} casts to {ir.DataType(to_out).name}, "
-                                   f"not back to X's dtype {dt.name}", y_cast.producer())
+            bad_cast = check_cast_pair(x_cast, y_cast, dt)
+            if bad_cast:
+                return result.fail(*bad_cast)
         rank = rank_of(x, "X")
         mean_axes = reduce_axes(mean.producer(), rank, "the mean")
         var_axes = reduce_axes(var.producer(), rank, "the variance")

@@ -20,7 +20,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import pattern as orp
 from onnxscript.rewriter._basics import MatchResult
 
-from ._common import (NormRule, NotMine, binop, const_scalar, describe, either, normalized, ones_like_param,
+from ._common import (NormRule, check_cast_pair, NotMine, binop, const_scalar, either, normalized, ones_like_param,
                       producer_of, rank_of, reduce_axes, require_const_value, require_float_dtype,
                       require_param_shape, require_same_dtype, shape_of, trailing_axis)
 
@@ -65,14 +65,9 @@ class DecomposedRMSNorm(NormRule):
             raise NotMine("mean-centred input: a layer norm, left to the layer-norm rules")
         dt = require_float_dtype(x, "X")
         if self.cast:
-            to_in = x_cast.producer().attributes.get_int("to", 0)
-            to_out = y_cast.producer().attributes.get_int("to", 0)
-            if to_in != ir.DataType.FLOAT:
-                return result.fail(f"{describe(x_cast.producer())} casts to {ir.DataType(to_in).name}, "
-                                   "expected float32", x_cast.producer())
-            if to_out != dt:
-                return result.fail(f"{describe(y_cast.producer())} casts to {ir.DataType(to_out).name}, "
-                                   f"not back to X's dtype {dt.name}", y_cast.producer())
+            bad_cast = check_cast_pair(x_cast, y_cast, dt)
+            if bad_cast:
+                return result.fail(*bad_cast)
         rank = rank_of(x, "X")
         axes = reduce_axes(var.producer(), rank, "the mean square")
         axis = trailing_axis(axes, rank, "the mean square", var.producer())
