@@ -88,9 +88,11 @@ def rewrite(model, ops: Iterable[str] | None = None, *, plugin_attributes: bool 
 
     model: onnx.ModelProto, onnx_ir.Model (rewritten in place), or the path of an
     .onnx file. ops: subset of ALL_OPS (None = all). plugin_attributes: add
-    plugin_version="1" / plugin_namespace="trt_fastops" to our nodes (for TensorRT's
-    ONNX parser). conv: "off", "fallback" or "all" (None: "off" unless `ops` names a
-    conv op). Raises RewriteError for unreadable or invalid models or bad arguments.
+    plugin_version="1" / plugin_namespace="trt_fastops" and, where needed, the `outputs` /
+    `inputs` slot bitmasks to our norm nodes, with no empty-name inputs, so that one file
+    runs in ONNX Runtime and through TensorRT's ONNX parser with our plugins
+    (plugins/trt/README.md; conv nodes get none of these: no TensorRT conv plugin yet).
+    conv: "off", "fallback" or "all" (None: "off" unless `ops` names a conv op). Raises RewriteError for unreadable or invalid models or bad arguments.
     """
     ops, conv = _resolve_ops(ops, conv)
     ir_model = _load(model)
@@ -349,10 +351,8 @@ def _finish(model: ir.Model, report: RewriteReport, *, plugin_attributes: bool) 
                 v.name = ""
                 v.type = None
                 v.shape = None
-        if plugin_attributes:
-            for key, val in (("plugin_version", "1"), ("plugin_namespace", DOMAIN)):
-                if key not in node.attributes:
-                    node.attributes[key] = ir.AttrString(key, val)
+        if plugin_attributes and node.op_type in PLUGIN_SLOTS:
+            _add_plugin_fields(node)
     model.graph.opset_imports[DOMAIN] = OPSET_VERSION
     model.ir_version = _ir_version(model, report)
     if model.ir_version < 10:  # NodeProto.metadata_props exists from IR 10 on
@@ -360,6 +360,41 @@ def _finish(model: ir.Model, report: RewriteReport, *, plugin_attributes: bool) 
             node.metadata_props.clear()
     report.ir_version = model.ir_version
     report.opset_imports = dict(sorted(model.graph.opset_imports.items()))
+
+
+#: op -> (input slots, output slots) of the TensorRT plugins (plugins/norm/norm_op.h order).
+#: Conv / ConvTranspose have no TensorRT plugin yet and get no plugin fields.
+PLUGIN_SLOTS = {
+    "LayerNorm": (("X", "Scale", "B"), ("Y", "Mean", "InvStdDev")),
+    "SkipLayerNorm": (("X", "Skip", "Scale", "B", "Bias"), ("Y", "Mean", "InvStdDev", "Sum")),
+    "RMSNorm": (("X", "Scale", "Skip", "Bias"), ("Y", "Sum")),
+}
+
+
+def _add_plugin_fields(node: ir.Node) -> None:
+    """Make `node` readable by TensorRT's ONNX parser + our plugins (plugins/trt/README.md)
+    without losing ONNX Runtime: plugin_version / plugin_namespace (parsers before 10.10),
+    `outputs` = bitmask of the present output slots when there is more than Y, and no
+    empty-name inputs: a missing middle optional input is dropped and `inputs` names the
+    slots that remain (our ORT op maps positions back to slots through it)."""
+    for key, val in (("plugin_version", "1"), ("plugin_namespace", DOMAIN)):
+        if key not in node.attributes:
+            node.attributes[key] = ir.AttrString(key, val)
+    out_mask = sum(1 << k for k, v in enumerate(node.outputs) if k == 0 or v.name)
+    if out_mask != 1:
+        node.attributes["outputs"] = ir.AttrInt64("outputs", out_mask)
+    else:
+        node.attributes.pop("outputs", None)
+    inputs = list(node.inputs)
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    if all(v is not None for v in inputs) or "inputs" in node.attributes:
+        return  # no gap (the leading slots, by position), or already compacted: left as it is
+    present = [(k, v) for k, v in enumerate(inputs) if v is not None]
+    for j, (_, v) in enumerate(present):
+        node.replace_input_with(j, v)
+    node.resize_inputs(len(present))
+    node.attributes["inputs"] = ir.AttrInt64("inputs", sum(1 << k for k, _ in present))
 
 
 def _ir_version(model: ir.Model, report: RewriteReport) -> int:
