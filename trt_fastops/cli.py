@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "all")
     s.add_argument("--report", help="also write the rewrite report (every rewrite and refusal) as JSON")
     s.add_argument("--plugin-attributes", action="store_true",
-                   help="add plugin_version/plugin_namespace attributes for TensorRT's ONNX parser")
+                   help="add TensorRT plugin fields (plugin_version/namespace, inputs/outputs bitmasks) "
+                        "to the norm nodes; the file still runs in ONNX Runtime")
     s.set_defaults(func=_cmd_rewrite)
 
     s = sub.add_parser("check", help="compare a rewritten model with its original on ONNX Runtime",
