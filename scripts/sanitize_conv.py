@@ -63,9 +63,14 @@ CASES = [
        output_padding=(1, 2), transpose=True, activation="silu"), "fallback",
      ("direct<{t},transpose>", "direct<{t},transpose>")),
     (C("direct_c_in0", 2, 0, 3, (3, 3), (2, 2), activation="relu"), "fallback", ("direct<{t}>", "direct<{t}>")),
+    # tests/gpu/test_conv_cuda.py::test_misaligned_pointers' case (issue 3): x, w and bias one element
+    # off; the direct kernel here (gemm_misaligned covers the GEMM), backend 'auto' too with --with-cudnn
+    # (cuDNN must refuse it and hand it to the fallback).
+    (C("misaligned_xwb", 2, 24, 40, (9, 10), (3, 3), pads_begin=(1, 1), pads_end=(1, 1), activation="relu"),
+     "direct", ("direct<{t}>", "direct<{t}>")),
 ]
 DTYPES = ("float16", "bfloat16", "float32")
-MISALIGN = {"gemm_misaligned": ("x", "w", "bias", "y")}
+MISALIGN = {"gemm_misaligned": ("x", "w", "bias", "y"), "misaligned_xwb": ("x", "w", "bias")}
 
 
 def main() -> int:

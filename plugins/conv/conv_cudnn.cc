@@ -155,6 +155,11 @@ struct DeviceHandles {
   cudnnHandle_t plan = nullptr;
   std::mutex exec_mu;
   cudnnHandle_t exec = nullptr;
+  // The stream last given to `exec` (under exec_mu): cudnnSetStream is not a
+  // plain store (it queries the stream's priority / context every call, a few
+  // microseconds), so a hit on the same stream skips it.
+  cudaStream_t exec_stream = nullptr;
+  bool exec_stream_set = false;
 };
 
 DeviceHandles& device_handles(int device) {
@@ -217,6 +222,22 @@ struct ConvShape {
 bool make_shape(const ConvParams& p, ConvShape* s, std::string* why) {
   if (p.c_in == 0) {  // y = act(bias): nothing for cuDNN to convolve
     *why = "no input channels";
+    return false;
+  }
+  // cuDNN only for 16-byte aligned tensors. The H100 run of a Conv+bias+relu
+  // with x, w and bias one element off raised a device-side "misaligned
+  // address" (sticky: it kills the process's CUDA context); our kernels never
+  // vectorise on those pointers (scalar loads; sanitize_conv.py's misaligned
+  // cases are memcheck-clean), so cuDNN's engines are what cannot be trusted
+  // with a declared alignment below 16 (y's was not even declared). Framework
+  // allocations (ORT, TensorRT, torch) are 256-byte aligned, so only views /
+  // offsets take trt_fastops' kernels here; the plan cache key records each
+  // pointer's alignment, so aligned calls of the same shape keep cuDNN.
+  if (alignment_of(p.x) < 16 || alignment_of(p.w) < 16 || alignment_of(p.y) < 16 ||
+      (p.bias != nullptr && alignment_of(p.bias) < 16)) {
+    *why = str_cat("x, w, bias and y must be 16-byte aligned for cuDNN (alignments ", alignment_of(p.x), ", ",
+                   alignment_of(p.w), ", ", p.bias != nullptr ? alignment_of(p.bias) : 0, ", ", alignment_of(p.y),
+                   ")");
     return false;
   }
   const int nd = std::max(2, p.spatial);
@@ -334,7 +355,8 @@ std::shared_ptr<fe::graph::Graph> make_graph(const ConvParams& p, const ConvShap
     }
     t = g->pointwise(t, attrs);
   }
-  t->set_output(true).set_uid(UID_Y).set_data_type(io).set_dim(s.y).set_stride(packed_strides(s.y));
+  t->set_output(true).set_uid(UID_Y).set_data_type(io).set_dim(s.y).set_stride(packed_strides(s.y)).set_alignment(
+      alignment_of(p.y));
   return g;
 }
 
@@ -603,8 +625,14 @@ Status cudnn_execute(const CudnnPlan& plan, const ConvParams& p, void* workspace
   std::lock_guard<std::mutex> lock(h.exec_mu);
   try {
     if (h.exec == nullptr) return Status::errorf(conv_op_name(p), ": no cuDNN handle for device ", plan.device);
-    const cudnnStatus_t s = fe::detail::set_stream(h.exec, stream);
-    if (s != CUDNN_STATUS_SUCCESS) return Status::errorf(conv_op_name(p), ": cudnnSetStream failed: ", cudnn_error(s));
+    if (!h.exec_stream_set || h.exec_stream != stream) {
+      h.exec_stream_set = false;
+      const cudnnStatus_t s = fe::detail::set_stream(h.exec, stream);
+      if (s != CUDNN_STATUS_SUCCESS)
+        return Status::errorf(conv_op_name(p), ": cudnnSetStream failed: ", cudnn_error(s));
+      h.exec_stream = stream;
+      h.exec_stream_set = true;
+    }
     fe::error_t e = plan.graph->execute_plan_at_index(h.exec, ptrs, plan.n_user, workspace, plan.index);
     if (e.is_bad()) return Status::errorf(conv_op_name(p), ": cuDNN execution failed: ", e.get_message());
     return Status::ok();

@@ -419,6 +419,11 @@ __global__ void __launch_bounds__(GEMM_THREADS, BN == 128 ? 1 : 2) conv_gemm_mma
 #pragma unroll
       for (int i = 0; i < A_ROWS; ++i) dst[(warp + GEMM_WARPS * j) * MMA_AS_STRIDE + lane + 32 * i] = av[j][i];
   };
+  // cp.async moves 16 bytes: only ever from the packed weights, which live in
+  // the workspace (16-byte aligned, checked by the launcher) at offsets that
+  // are multiples of BK elements, into shared rows of MMA_BS_STRIDE elements.
+  static_assert((BK * 2) % 16 == 0 && (MMA_BS_STRIDE * 2) % 16 == 0 && (Smem::A_STAGE * 2 * 2) % 16 == 0,
+                "cp.async source / destination offsets must stay 16-byte aligned");
   auto issue_b = [&](int kt, int stage) {
     uint16_t* dst = bs + stage * Smem::B_STAGE;
 #pragma unroll
@@ -570,6 +575,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2) conv_gemm_simt_kernel(ConvArg
 #pragma unroll
       for (int i = 0; i < A_ROWS; ++i) dst[(warp + GEMM_WARPS * j) * GEMM_BM + lane + 32 * i] = av[j][i];
   };
+  // cp.async only from the packed weights in the (16-byte aligned) workspace:
+  // rows of kg_pad (a multiple of BN) floats, columns in steps of 4 floats.
+  static_assert((BN * 4) % 16 == 0 && (SimtSmem::A_STAGE * 2 * 4) % 16 == 0,
+                "cp.async source / destination offsets must stay 16-byte aligned");
   const int b_row = tid / (BN / 4);
   const int b_col = (tid % (BN / 4)) * 4;
   auto issue_b = [&](int kt, int stage) {

@@ -11,7 +11,10 @@
 // cudnn-frontend (fused bias + activation when cuDNN supports it, else the
 // plain convolution followed by our bias/activation kernel), or, when cuDNN
 // refuses the configuration or is not installed, trt_fastops' own kernels
-// (conv_fallback.cuh). The decision is cached either way, so the second call
+// (conv_fallback.cuh). cuDNN only gets x, w, bias and y that are 16-byte
+// aligned; other alignments (views, offsets) run on trt_fastops' kernels,
+// which vectorise only on memory they checked or aligned themselves (the
+// workspace, y for the bias pass). The decision is cached either way, so the second call
 // with the same signature builds nothing. Planning may synchronise the stream,
 // allocate temporary memory and (autotuning) run the convolution on p's
 // buffers, so it never happens under CUDA-graph capture: a cache miss while
