@@ -187,8 +187,10 @@ double conv_prepare_overhead_us(CONV_ARGS, int iters) {
 
 // Mean host time of conv_prepare (hit) + conv_run (enqueue) per call, in
 // microseconds over `iters` calls: what a framework adapter pays per
-// convolution on the host. Enqueues real work: keep `iters` below the launch
-// queue depth (a few hundred) or the GPU busy beforehand.
+// convolution on the host. Enqueues real work: keep the GPU busy beforehand
+// and `iters` well below the launch queue depth (a few dozen: one cuDNN
+// execution may enqueue several commands), or the host ends up waiting for
+// the GPU and the result is GPU time, not host overhead.
 double conv_forward_overhead_us(CONV_ARGS, uintptr_t workspace, size_t workspace_bytes, int iters) {
   const Call c = make_call(CONV_ARG_NAMES);
   size_t ws = 0;
@@ -272,10 +274,11 @@ void register_conv_bindings(py::module_& m) {
       [&](auto... a) {
         m.def("conv_forward_overhead_us", &conv_forward_overhead_us,
               "Mean host microseconds of conv_prepare (hit) + conv_run (enqueue) over `iters` calls; enqueues\n"
-              "real work on `stream` (keep iters to a few hundred, or the GPU busy beforehand).",
+              "real work on `stream`: keep the GPU busy beforehand and iters to a few dozen (a full launch\n"
+              "queue makes the host wait for the GPU).",
               a...);
       },
-      args(py::arg("workspace") = 0, py::arg("workspace_bytes") = 0, py::arg("iters") = 200));
+      args(py::arg("workspace") = 0, py::arg("workspace_bytes") = 0, py::arg("iters") = 32));
   m.def("conv_cache_stats", &conv_cache_stats,
         "Plan cache counters (hits, misses, insertions, replacements, evictions, size, capacity), plans by\n"
         "kind (cudnn_plans, fallback_plans), exec_failures, capture_misses and cuDNN status.");
