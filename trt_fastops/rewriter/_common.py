@@ -415,6 +415,19 @@ def trailing_axis(axes: list[int], rank: int, what: str, node: ir.Node) -> int:
     return axes[0]
 
 
+def norm_node_axis(node: ir.Node, rank: int, op_name: str) -> int:
+    """Checks a norm node's stash_type (float32 statistics only) and axis; returns the axis in
+    [0, rank). `op_name` is the trt_fastops op it becomes, for the refusal message."""
+    stash = attr_int(node, "stash_type", 1)
+    if stash != 1:
+        raise Refuse(f"{describe(node)} has stash_type={stash}; trt_fastops.{op_name} computes in "
+                     "float32 (stash_type=1) only", node)
+    axis = attr_int(node, "axis", -1)
+    if not -rank <= axis < rank:
+        raise Refuse(f"{describe(node)} has axis={axis}, out of range for rank {rank}", node)
+    return axis + rank if axis < 0 else axis
+
+
 def attr_int(node: ir.Node, name: str, default: int) -> int:
     return node.attributes.get_int(name, default)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter._basics import MatchResult
 
-from ._common import (NormRule, attr_float, attr_int, describe, rank_of, require_float_dtype,
+from ._common import (NormRule, attr_float, attr_int, norm_node_axis, rank_of, require_float_dtype,
                       require_same_dtype)
 
 RULE = "layer_norm"
@@ -31,18 +31,11 @@ class LayerNormalizationToLayerNorm(NormRule):
     def check(self, context, x: ir.Value, scale: ir.Value, y: ir.Value, **_) -> MatchResult:
         result = MatchResult()
         node = y.producer()
-        stash = attr_int(node, "stash_type", 1)
-        if stash != 1:
-            return result.fail(f"{describe(node)} has stash_type={stash}; trt_fastops.LayerNorm computes in "
-                               "float32 (stash_type=1) only", node)
         dt = require_float_dtype(x, "X")
         require_same_dtype(scale, dt, "Scale")
         if len(node.inputs) > 2 and node.inputs[2] is not None:
             require_same_dtype(node.inputs[2], dt, "B")
-        rank = rank_of(x, "X")
-        axis = attr_int(node, "axis", -1)
-        if not -rank <= axis < rank:
-            return result.fail(f"{describe(node)} has axis={axis}, out of range for rank {rank}", node)
+        norm_node_axis(node, rank_of(x, "X"), "LayerNorm")
         return result
 
     def rewrite(self, op, x: ir.Value, scale: ir.Value, y: ir.Value, **_):

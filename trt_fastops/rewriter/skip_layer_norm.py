@@ -17,7 +17,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter._basics import MatchResult
 
-from ._common import DOMAIN, NormRule, attr_float, attr_int, describe, has_other_uses, rank_of, \
+from ._common import DOMAIN, NormRule, attr_float, attr_int, has_other_uses, norm_node_axis, rank_of, \
     require_float_dtype, shape_of
 from ._skip import plan_skip
 
@@ -48,15 +48,8 @@ class SkipLayerNormFusion(NormRule):
     def check(self, context, s: ir.Value, y: ir.Value, **_) -> MatchResult:
         result = MatchResult()
         ln = y.producer()
-        stash = attr_int(ln, "stash_type", 1)
-        if stash != 1:
-            return result.fail(f"{describe(ln)} has stash_type={stash}; only stash_type=1 is supported", ln)
         require_float_dtype(s, "X")
-        rank = rank_of(s, "the sum")
-        axis = attr_int(ln, "axis", -1)
-        if not -rank <= axis < rank:
-            return result.fail(f"{describe(ln)} has axis={axis}, out of range for rank {rank}", ln)
-        axis = axis + rank if axis < 0 else axis
+        axis = norm_node_axis(ln, rank_of(s, "the sum"), "SkipLayerNorm")
         self._plan = plan_skip(s.producer(), shape_of(s), axis)
         if self._plan.absorbed is not None:
             self.absorb(self._plan.absorbed)
