@@ -57,3 +57,38 @@ def ort_cuda():
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         pytest.skip("needs onnxruntime-gpu (CUDAExecutionProvider not available)")
     return ort
+
+
+@pytest.fixture(scope="session")
+def trt_contract():
+    """Runs the TensorRT plugin contract program (tests/trt/contract_test.cc) with the given
+    arguments; returns (process, output, summary match of 'trt contract: N passed, M failed').
+
+    Found through $TRT_FASTOPS_TRT_CONTRACT_TEST (a missing file is an error), else the newest
+    build/*/tests/trt/ build; skips when it was not built (it needs TensorRT headers)."""
+    import os
+    import re
+    import subprocess
+
+    name = "trt_fastops_trt_contract_test"
+    explicit = os.environ.get("TRT_FASTOPS_TRT_CONTRACT_TEST")
+    if explicit:
+        binary = Path(explicit)
+        if not binary.is_file():
+            pytest.fail(f"TRT_FASTOPS_TRT_CONTRACT_TEST={explicit} does not exist")
+    else:
+        found = [p for p in REPO_ROOT.glob(f"build/*/tests/trt/{name}") if p.is_file()]
+        if not found:
+            pytest.skip(f"{name} not built (needs TensorRT headers: configure with "
+                        "-DTRT_FASTOPS_TRT_INCLUDE=... -DTRT_FASTOPS_BUILD_TRT_TESTS=ON, or set "
+                        "TRT_FASTOPS_TRT_CONTRACT_TEST)")
+        binary = max(found, key=lambda p: p.stat().st_mtime)  # the most recent build
+
+    def run(*args, timeout=600):
+        proc = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=timeout)
+        out = proc.stdout + proc.stderr
+        summary = re.search(r"trt contract: (\d+) passed, (\d+) failed", out)
+        assert summary, f"no summary line from {binary}:\n{out}"
+        return proc, out, summary
+
+    return run

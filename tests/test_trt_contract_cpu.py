@@ -15,37 +15,7 @@ Enqueue is skipped here (--no-enqueue); tests/gpu/test_trt_contract.py runs it.
 """
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-from pathlib import Path
 
-import pytest
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BINARY = "trt_fastops_trt_contract_test"
-
-
-def contract_test_binary() -> Path:
-    explicit = os.environ.get("TRT_FASTOPS_TRT_CONTRACT_TEST")
-    if explicit:
-        path = Path(explicit)
-        if not path.is_file():
-            pytest.fail(f"TRT_FASTOPS_TRT_CONTRACT_TEST={explicit} does not exist")
-        return path
-    found = [p for p in REPO_ROOT.glob(f"build/*/tests/trt/{BINARY}") if p.is_file()]
-    if not found:
-        pytest.skip(f"{BINARY} not built (needs TensorRT headers: configure with "
-                    "-DTRT_FASTOPS_TRT_INCLUDE=... -DTRT_FASTOPS_BUILD_TRT_TESTS=ON, or set "
-                    "TRT_FASTOPS_TRT_CONTRACT_TEST)")
-    return max(found, key=lambda p: p.stat().st_mtime)  # the most recent build
-
-
-def test_trt_contract_without_gpu():
-    binary = contract_test_binary()
-    proc = subprocess.run([str(binary), "--no-enqueue"], capture_output=True, text=True, timeout=300)
-    out = proc.stdout + proc.stderr
-    summary = re.search(r"trt contract: (\d+) passed, (\d+) failed", out)
-    assert summary, f"no summary line from {binary}:\n{out}"
-    assert proc.returncode == 0 and summary.group(2) == "0", f"{binary} failed:\n{out}"
-    assert int(summary.group(1)) > 100, f"suspiciously few checks ran:\n{out}"
+def test_trt_contract_without_gpu(trt_contract):
+    proc, out, summary = trt_contract("--no-enqueue", timeout=300)
+    assert proc.returncode == 0 and summary.group(2) == "0", f"contract test failed:\n{out}"
