@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "plugins/ort/attention_ort_op.h"
 #include "plugins/ort/conv_ort_op.h"
 #include "plugins/ort/norm_ort_op.h"
 #include "plugins/ort/ort_helpers.h"
@@ -28,6 +29,7 @@ struct Registry {
   OrtCustomOpDomain* domain = nullptr;
   std::vector<std::unique_ptr<NormCustomOp>> ops;  // the domain points into these
   std::vector<std::unique_ptr<ConvCustomOp>> conv_ops;
+  std::vector<std::unique_ptr<AttentionCustomOp>> attention_ops;
 };
 
 std::mutex g_mutex;
@@ -42,6 +44,9 @@ OrtStatus* build_registry(const OrtApi* a, Registry* reg) {
     for (conv::ConvOp op : {conv::ConvOp::conv, conv::ConvOp::conv_transpose}) {
       if (OrtStatus* st = add_op_registrations(a, reg->domain, op, cuda, &reg->conv_ops)) return st;
     }
+    if (OrtStatus* st =
+            add_op_registrations(a, reg->domain, attention::AttentionOp::attention, cuda, &reg->attention_ops))
+      return st;
   }
   return nullptr;
 }
