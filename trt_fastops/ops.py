@@ -5,6 +5,7 @@
     y = ops.layer_norm(x, weight, bias, eps=1e-5)
     y, s = ops.layer_norm(x, weight, bias, skip=residual, return_sum=True)   # s = x + residual
     y = ops.rms_norm(x, weight, eps=1e-6)
+    o = ops.attention(q, k, v, causal=True)                  # q [B, Hq, S, D], k/v [B, Hkv, S, D]
 
 Tensors must be CUDA, contiguous, and all of x's dtype (float32, float16 or
 bfloat16); math is float32. Outputs are allocated with torch on x's device and
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["layer_norm", "rms_norm"]
+__all__ = ["layer_norm", "rms_norm", "attention"]
 
 _DTYPE_NAMES = ("float32", "float16", "bfloat16")
 
@@ -173,3 +174,89 @@ def rms_norm(x, weight, eps: float = 1e-5, *, skip=None, skip_bias=None, normali
     """
     return _norm("rms_norm", "rms", x, weight, None, eps, skip, skip_bias, normalized_ndim,
                  False, return_sum)
+
+
+def _view_strides(op: str, name: str, t, layout: str) -> tuple[int, int, int]:
+    """(batch, head, seq) element strides of a 4-D tensor in `layout`; the last dim must be dense."""
+    if t.dim() != 4:
+        raise ValueError(f"{op}: input '{name}' has shape {_shape(t)}, expected 4 dims ({layout})")
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        raise ValueError(f"{op}: input '{name}' has stride {t.stride(-1)} in its last dim, expected 1")
+    sb, s1, s2 = t.stride(0), t.stride(1), t.stride(2)
+    return (sb, s1, s2) if layout == "bhsd" else (sb, s2, s1)
+
+
+def attention(q, k, v, *, mask=None, causal: bool = False, causal_offset: int = 0, scale: float | None = None,
+              softcap: float = 0.0, layout: str = "bhsd", return_lse: bool = False, out=None):
+    """Flash-attention forward (the math of ONNX Attention, see plugins/attention/attention.h).
+
+    layout "bhsd": q [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv];
+    layout "bshd": q [B, Sq, Hq, D] ... (a [B, S, H * D] tensor viewed as 4-D). Any strides
+    with a dense last dim (views of packed QKV work without copies). Hq must be a multiple
+    of Hkv (GQA / MQA). float16 or bfloat16; head dims up to 256.
+    mask: bool (True = attend) or additive (any float dtype), broadcastable to
+    [B, Hq, Sq, Skv']; Skv' <= Skv, keys past it are masked (as ONNX pads a short mask).
+    causal: key j visible to query i iff j <= i + causal_offset. scale defaults to 1/sqrt(D);
+    softcap > 0 applies softcap * tanh(s / softcap) before the mask. Fully masked rows give 0.
+    Returns out (q's layout, last dim Dv), and with return_lse also the float32 log-sum-exp
+    [B, Hq, Sq] (natural log; -inf for fully masked rows).
+    """
+    torch = _torch()
+    _C = _native()
+    op = "attention"
+    if layout not in ("bhsd", "bshd"):
+        raise ValueError(f"{op}: layout must be 'bhsd' or 'bshd', got {layout!r}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or not t.is_cuda:
+            raise ValueError(f"{op}: input '{name}' must be a CUDA torch.Tensor")
+        if t.dtype != q.dtype or t.device != q.device:
+            raise TypeError(f"{op}: input '{name}' is {t.dtype} on {t.device}, expected {q.dtype} on {q.device}")
+    dtype = _dtype_name(torch, q)
+    qs, ks, vs = (_view_strides(op, n, t, layout) for n, t in (("q", q), ("k", k), ("v", v)))
+    h_dim, s_dim = (1, 2) if layout == "bhsd" else (2, 1)
+    batch, q_heads, q_len, head_dim = q.shape[0], q.shape[h_dim], q.shape[s_dim], q.shape[3]
+    kv_heads, kv_len, v_head_dim = k.shape[h_dim], k.shape[s_dim], v.shape[3]
+    if k.shape[0] != batch or v.shape[0] != batch or v.shape[h_dim] != kv_heads or v.shape[s_dim] != kv_len \
+            or k.shape[3] != head_dim:
+        raise ValueError(f"{op}: q {_shape(q)}, k {_shape(k)}, v {_shape(v)} are inconsistent for layout {layout}")
+    if kv_heads == 0 or q_heads % kv_heads != 0:
+        raise ValueError(f"{op}: q has {q_heads} heads, expected a multiple of k's {kv_heads}")
+    out_shape = list(q.shape[:3]) + [v_head_dim]
+    if out is None:
+        out = torch.empty(out_shape, dtype=q.dtype, device=q.device)
+    elif _shape(out) != out_shape or out.dtype != q.dtype:
+        raise ValueError(f"{op}: out has shape {_shape(out)} {out.dtype}, expected {out_shape} {q.dtype}")
+    os_ = _view_strides(op, "out", out, layout)
+    lse = torch.empty((batch, q_heads, q_len), dtype=torch.float32, device=q.device) if return_lse else None
+
+    mask_kind, mask_dtype, mask_ptr, mask_strides, mask_kv_len = "none", "float16", 0, (0, 0, 0, 1), 0
+    if mask is not None:
+        if mask.dim() > 4 or mask.device != q.device:
+            raise ValueError(f"{op}: mask must be a tensor of at most 4 dims on {q.device}, got {_shape(mask)}")
+        mask_kv_len = int(mask.shape[-1]) if mask.dim() else 1
+        m = mask.reshape([1] * (4 - mask.dim()) + list(mask.shape))
+        try:
+            m = m.expand(batch, q_heads, q_len, mask_kv_len)
+        except RuntimeError as e:
+            raise ValueError(f"{op}: mask of shape {_shape(mask)} does not broadcast to "
+                             f"[{batch}, {q_heads}, {q_len}, {mask_kv_len}]") from e
+        if mask.dtype == torch.bool:
+            mask_kind = "bool"
+        else:
+            mask_kind, mask_dtype = "additive", _dtype_name(torch, mask)
+            if mask_dtype is None:
+                raise TypeError(f"{op}: mask is {mask.dtype}, expected bool or float32/float16/bfloat16")
+        mask_ptr, mask_strides = int(m.data_ptr()), tuple(int(st) for st in m.stride())
+    if scale is None:
+        scale = 1.0 / math.sqrt(head_dim)
+
+    with torch.cuda.device(q.device):
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        _C.attention_forward(dtype or str(q.dtype), int(q.data_ptr()), int(k.data_ptr()), int(v.data_ptr()),
+                             int(out.data_ptr()), batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_head_dim,
+                             q_strides=qs, k_strides=ks, v_strides=vs, out_strides=os_, scale=float(scale),
+                             softcap=float(softcap), causal=bool(causal), causal_offset=int(causal_offset),
+                             mask_kind=mask_kind, mask_dtype=mask_dtype, mask=mask_ptr, mask_strides=mask_strides,
+                             mask_kv_len=mask_kv_len, lse=0 if lse is None else int(lse.data_ptr()),
+                             stream=int(stream))
+    return (out, lse) if return_lse else out

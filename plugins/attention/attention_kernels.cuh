@@ -1,0 +1,340 @@
+// Flash-attention forward for sm_80+ (mma.sync m16n8k16, float32 accumulation).
+// Device code only; the host side is attention_launch.cu.
+//
+// One CTA owns BLOCK_M query rows of one (batch, query head) and walks the key
+// blocks [0, n_end) of its kv head (GQA by head mapping: no K/V copies):
+//   S = Q K^T            Q from shared memory (ldmatrix), K tile by ldmatrix
+//   scores -> log2 units (scale, softcap), masks (bounds, causal, bool/additive)
+//   online softmax       running row max / row sum in float32, O rescaled
+//   O += P V             P re-packed from the S accumulators, V by ldmatrix.trans
+// Each warp owns M_TILES 16-row slices; the score matrix never leaves registers.
+// Pipeline (FlashAttention-2's): K_j and V_j single-buffered, V_j is fetched
+// while S_j is computed and K_{j+1} while P_j V_j is.
+// Shared-memory rows hold HEAD_DIM 16-bit values; 16-byte chunks are XOR-swizzled
+// by row so that the 8 rows one ldmatrix phase reads hit distinct banks.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "plugins/common/mma.cuh"
+
+namespace trt_fastops::attention {
+
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+// Kernel arguments (the launcher derives them from AttentionParams).
+struct FlashArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  float* lse;
+  int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss;
+  int q_heads, group, q_len, kv_len, head_dim, v_head_dim;
+  int bh_count, m_blocks;
+  float scale_log2;     // scale * log2(e), used without softcap
+  float softcap;        // 0: none
+  float scale_softcap;  // scale / softcap
+  int causal;
+  int64_t causal_offset;
+  int mask_kind;   // MaskKind
+  int mask_dtype;  // DType of an additive mask
+  const void* mask;
+  int64_t m_sb, m_sh, m_sq, m_sk, mask_kv_len;
+};
+
+template <int D, int BM, int BN, int WARPS>
+struct FlashConfig {
+  static constexpr int HEAD_DIM = D, BLOCK_M = BM, BLOCK_N = BN, NUM_WARPS = WARPS;
+  static constexpr int THREADS = WARPS * 32;
+  static constexpr int M_TILES = BM / (16 * WARPS);  // 16-row MMA tiles per warp
+  static constexpr int N_TILES = BN / 8;             // 8-key score tiles
+  static constexpr int D_TILES = D / 8;              // 8-wide output tiles
+  static constexpr int SMEM_BYTES = (BM + 2 * BN) * D * 2;
+  static_assert(M_TILES >= 1 && BM == M_TILES * 16 * WARPS, "BLOCK_M must split into 16-row warp tiles");
+  static_assert(BN % 16 == 0 && D % 16 == 0, "tiles are multiples of 16");
+};
+
+// Element offset of (row, 16-byte chunk) in a swizzled [rows, D] tile.
+template <int D>
+__device__ __forceinline__ int swizzle(int row, int chunk) {
+  return row * D + ((chunk & ~7) | ((chunk ^ row) & 7)) * 8;
+}
+
+// Copies rows [0, ROWS) x dims [0, D) of a tile into shared memory; rows >=
+// rows_valid and dims >= dims_valid become zeros. ALIGNED: 16-byte cp.async
+// (rows 16-byte aligned, dims_valid a multiple of 8); otherwise element loads.
+template <typename T, int D, int ROWS, int THREADS, bool ALIGNED>
+__device__ __forceinline__ void load_tile(T* smem, const T* __restrict__ src, int64_t row_stride, int rows_valid,
+                                          int dims_valid, int tid) {
+  constexpr int CHUNKS = D / 8;
+  constexpr int TOTAL = ROWS * CHUNKS;
+  static_assert(TOTAL % THREADS == 0, "tile chunks split evenly over the threads");
+#pragma unroll
+  for (int it = 0; it < TOTAL / THREADS; ++it) {
+    const int idx = it * THREADS + tid;
+    const int r = idx / CHUNKS, c = idx % CHUNKS;
+    T* dst = smem + swizzle<D>(r, c);
+    const bool row_ok = r < rows_valid;
+    if constexpr (ALIGNED) {
+      const bool ok = row_ok && c * 8 < dims_valid;
+      cp_async_16_zfill(dst, ok ? src + r * row_stride + c * 8 : src, ok);
+    } else {
+      alignas(16) T vals[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int d = c * 8 + e;
+        vals[e] = (row_ok && d < dims_valid) ? src[r * row_stride + d] : T(0.f);
+      }
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(vals);
+    }
+  }
+}
+
+__device__ __forceinline__ float load_mask_value(const FlashArgs& a, const void* row_ptr, int64_t idx) {
+  switch (a.mask_dtype) {
+    case 0: return static_cast<const float*>(row_ptr)[idx];
+    case 1: return __half2float(static_cast<const __half*>(row_ptr)[idx]);
+    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(row_ptr)[idx]);
+  }
+}
+
+template <typename T, typename CFG, bool ALIGNED>
+__global__ void __launch_bounds__(CFG::THREADS) flash_fwd_kernel(const FlashArgs a) {
+  constexpr int D = CFG::HEAD_DIM, BM = CFG::BLOCK_M, BN = CFG::BLOCK_N;
+  constexpr int MT = CFG::M_TILES, NT = CFG::N_TILES, DT = CFG::D_TILES, THREADS = CFG::THREADS;
+  constexpr float NEG_INF = -std::numeric_limits<float>::infinity();
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* s_q = reinterpret_cast<T*>(smem_raw);
+  T* s_k = s_q + BM * D;
+  T* s_v = s_k + BN * D;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;  // MMA fragment row group / column pair
+  // Heaviest (causal: last) query blocks first, for a better tail.
+  const int bh = blockIdx.x % a.bh_count;
+  const int m_block = a.m_blocks - 1 - blockIdx.x / a.bh_count;
+  const int b = bh / a.q_heads, h = bh % a.q_heads, kvh = h / a.group;
+  const int m0 = m_block * BM;
+  const int warp_row0 = warp * MT * 16;
+
+  const T* q = static_cast<const T*>(a.q) + b * a.q_sb + h * a.q_sh + int64_t(m0) * a.q_ss;
+  const T* k = static_cast<const T*>(a.k) + b * a.k_sb + kvh * a.k_sh;
+  const T* v = static_cast<const T*>(a.v) + b * a.v_sb + kvh * a.v_sh;
+
+  // Keys past n_end are masked for every row of this block.
+  int64_t n_end = a.kv_len;
+  if (a.mask_kind != 0 && a.mask_kv_len < n_end) n_end = a.mask_kv_len;
+  if (a.causal) {
+    const int64_t visible = int64_t(m0) + BM + a.causal_offset;  // keys j < visible for the last row
+    if (visible < n_end) n_end = visible;
+  }
+  const int n_blocks = n_end > 0 ? int((n_end + BN - 1) / BN) : 0;
+
+  load_tile<T, D, BM, THREADS, ALIGNED>(s_q, q, a.q_ss, a.q_len - m0, a.head_dim, tid);
+  if (n_blocks > 0) load_tile<T, D, BN, THREADS, ALIGNED>(s_k, k, a.k_ss, a.kv_len, a.head_dim, tid);
+  cp_async_commit();
+
+  float o[MT][DT][4];
+  float row_max[MT][2], row_sum[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
+    row_max[mt][0] = row_max[mt][1] = NEG_INF;
+    row_sum[mt][0] = row_sum[mt][1] = 0.f;
+  }
+
+  for (int nb = 0; nb < n_blocks; ++nb) {
+    const int n0 = nb * BN;
+    cp_async_wait_all();
+    __syncthreads();  // K_nb (and Q) visible; every warp is done with V_{nb-1}
+    load_tile<T, D, BN, THREADS, ALIGNED>(s_v, v + int64_t(n0) * a.v_ss, a.v_ss, a.kv_len - n0, a.v_head_dim, tid);
+    cp_async_commit();
+
+    // S = Q K^T
+    float s[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t aq[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int row = warp_row0 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        ldmatrix_x4(aq[mt], s_q + swizzle<D>(row, kk * 2 + (lane >> 4)));
+      }
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t bk[4];
+        const int key = np * 16 + (lane & 7) + (lane >> 4) * 8;
+        ldmatrix_x4(bk, s_k + swizzle<D>(key, kk * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_16816<T>(s[mt][2 * np], aq[mt], bk[0], bk[1]);
+          mma_16816<T>(s[mt][2 * np + 1], aq[mt], bk[2], bk[3]);
+        }
+      }
+    }
+
+    // Scores in log2 units: scale, softcap, then masks.
+    if (a.softcap > 0.f) {
+      const float cap_log2 = a.softcap * LOG2E;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] = cap_log2 * tanhf(s[mt][nt][e] * a.scale_softcap);
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] *= a.scale_log2;
+    }
+    const int warp_m0 = m0 + warp_row0;
+    const bool need_mask = n0 + BN > a.kv_len || a.mask_kind != 0 ||
+                           (a.causal && int64_t(n0) + BN - 1 > int64_t(warp_m0) + a.causal_offset);
+    if (need_mask) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          const int row = warp_m0 + mt * 16 + g + hr * 8;
+          const int64_t last_key = a.causal ? int64_t(row) + a.causal_offset : int64_t(a.kv_len);
+          const int row_c = row < a.q_len ? row : a.q_len - 1;  // rows past q_len are never stored
+          const unsigned char* mrow = nullptr;
+          if (a.mask_kind != 0) {
+            const int elem_bytes = a.mask_kind == 2 ? (a.mask_dtype == 0 ? 4 : 2) : 1;
+            mrow = static_cast<const unsigned char*>(a.mask) + elem_bytes * (b * a.m_sb + h * a.m_sh + row_c * a.m_sq);
+          }
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = n0 + nt * 8 + 2 * t + e;
+              float& sv = s[mt][nt][hr * 2 + e];
+              if (key >= a.kv_len || (a.causal && key > last_key)) {
+                sv = NEG_INF;
+              } else if (a.mask_kind != 0) {
+                if (key >= a.mask_kv_len) {
+                  sv = NEG_INF;
+                } else if (a.mask_kind == 1) {
+                  if (mrow[key * a.m_sk] == 0) sv = NEG_INF;
+                } else {
+                  sv += load_mask_value(a, mrow, key * a.m_sk) * LOG2E;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+
+    // Online softmax; s becomes P (unnormalised).
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        float mx = row_max[mt][hr];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][hr * 2], s[mt][nt][hr * 2 + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_use = mx == NEG_INF ? 0.f : mx;  // fully masked so far: exp2(-inf - 0) = 0
+        const float alpha = fast_exp2(row_max[mt][hr] - m_use);
+        row_max[mt][hr] = mx;
+        float sum = row_sum[mt][hr] * alpha;
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+          o[mt][dt][hr * 2] *= alpha;
+          o[mt][dt][hr * 2 + 1] *= alpha;
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const float p0 = fast_exp2(s[mt][nt][hr * 2] - m_use);
+          const float p1 = fast_exp2(s[mt][nt][hr * 2 + 1] - m_use);
+          s[mt][nt][hr * 2] = p0;
+          s[mt][nt][hr * 2 + 1] = p1;
+          sum += p0 + p1;
+        }
+        row_sum[mt][hr] = sum;
+      }
+    }
+
+    cp_async_wait_all();
+    __syncthreads();  // V_nb visible; every warp is done with K_nb
+    if (nb + 1 < n_blocks) {
+      const int n1 = n0 + BN;
+      load_tile<T, D, BN, THREADS, ALIGNED>(s_k, k + int64_t(n1) * a.k_ss, a.k_ss, a.kv_len - n1, a.head_dim, tid);
+      cp_async_commit();
+    }
+
+    // O += P V
+#pragma unroll
+    for (int ks = 0; ks < BN / 16; ++ks) {
+      uint32_t ap[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        ap[mt][0] = pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+        ap[mt][1] = pack2<T>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+        ap[mt][2] = pack2<T>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+        ap[mt][3] = pack2<T>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t bv[4];
+        const int key = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        ldmatrix_x4_trans(bv, s_v + swizzle<D>(key, dp * 2 + (lane >> 4)));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_16816<T>(o[mt][2 * dp], ap[mt], bv[0], bv[1]);
+          mma_16816<T>(o[mt][2 * dp + 1], ap[mt], bv[2], bv[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait_all();  // nothing may stay in flight when the CTA exits
+
+  // Normalise and store.
+  T* out = static_cast<T*>(a.out) + b * a.o_sb + h * a.o_sh;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      float sum = row_sum[mt][hr];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int row = m0 + warp_row0 + mt * 16 + g + hr * 8;
+      if (row >= a.q_len) continue;
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;  // fully masked row -> zeros
+      T* orow = out + int64_t(row) * a.o_ss;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt) {
+        const int col = dt * 8 + 2 * t;
+        const float v0 = o[mt][dt][hr * 2] * inv, v1 = o[mt][dt][hr * 2 + 1] * inv;
+        if constexpr (ALIGNED) {
+          if (col < a.v_head_dim) *reinterpret_cast<uint32_t*>(orow + col) = pack2<T>(v0, v1);
+        } else {
+          if (col < a.v_head_dim) orow[col] = T(v0);
+          if (col + 1 < a.v_head_dim) orow[col + 1] = T(v1);
+        }
+      }
+      if (a.lse != nullptr && t == 0) {
+        a.lse[int64_t(bh) * a.q_len + row] = sum > 0.f ? (row_max[mt][hr] + __log2f(sum)) * LN2 : NEG_INF;
+      }
+    }
+  }
+}
+
+}  // namespace trt_fastops::attention

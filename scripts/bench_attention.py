@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Attention forward benchmark: our flash kernel against the baselines of the same run.
+
+Cases (FlashAttention-3 paper's setting): batch * seqlen = 16k tokens, hidden 2048
+(16 heads of 128 or 32 heads of 64), self-attention Sq = Skv = seqlen in
+512 ... 16k, causal or not, float16 and bfloat16. TFLOP/s = 4 * B * H * Sq * Skv * D,
+halved for causal.
+
+Baselines, each timed in this run on the same inputs:
+  flash / cudnn / efficient  torch.nn.functional.scaled_dot_product_attention with that
+                             backend selected explicitly (torch.nn.attention.sdpa_kernel)
+  ort_mha                    ONNX Runtime's com.microsoft MultiHeadAttention on the CUDA EP
+                             (IO binding on torch buffers), where onnxruntime-gpu runs
+Also recorded: the dense-GEMM rate of the device (torch.matmul 8192^3 bf16), the ceiling
+for any attention kernel.
+
+Timing: after warm-up, the average of `reps` back-to-back calls between two CUDA events
+(kernels here take 0.1-10 ms, so launch overhead is noise); median of `trials` such runs.
+Every backend's output is checked against ours before it is timed.
+
+    python scripts/bench_attention.py                      # full table -> bench/results/attention.json
+    python scripts/bench_attention.py --seqlens 1024 4096 --dims 128 --dtypes float16
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scripts._bench_common import driver_version  # noqa: E402
+
+TOKENS = 16384
+HIDDEN = 2048
+BACKENDS = ("flash", "cudnn", "efficient")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seqlens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
+    ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
+    ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
+    ap.add_argument("--out", type=Path, default=Path("bench/results/attention.json"))
+    return ap
+
+
+def plan(args) -> list[dict]:
+    cases = []
+    causal_opts = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    for dtype in args.dtypes:
+        for d in args.dims:
+            for causal in causal_opts:
+                for s in args.seqlens:
+                    b, h = max(1, TOKENS // s), HIDDEN // d
+                    flops = 4 * b * h * s * s * d // (2 if causal else 1)
+                    cases.append(dict(dtype=dtype, d=d, causal=causal, seqlen=s, batch=b, heads=h, flops=flops))
+    return cases
+
+
+def time_fn(torch, fn, reps: int, trials: int) -> float:
+    """Median over trials of the mean time (us) of `reps` back-to-back calls."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    results = []
+    for _ in range(trials):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(reps):
+            fn()
+        e.record()
+        torch.cuda.synchronize()
+        results.append(s.elapsed_time(e) * 1e3 / reps)
+    return statistics.median(results)
+
+
+def max_diff(torch, a, b) -> float:
+    return (a.float() - b.float()).abs().max().item()
+
+
+def gemm_tflops(torch, reps: int, trials: int) -> float:
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    us = time_fn(torch, lambda: torch.matmul(a, b, out=c), reps, trials)
+    return 2 * n ** 3 / us / 1e6
+
+
+# ---------------------------------------------------------------------------------------
+# ONNX Runtime com.microsoft.MultiHeadAttention (3-D BSNH inputs, unidirectional = causal)
+
+
+def ort_mha(ort, torch, case, q3, k3, v3, out3, stream_ptr, device_index):
+    """Returns (callable, note) or (None, why)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    et = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[case["dtype"]]
+    shape = list(q3.shape)
+    node = helper.make_node("MultiHeadAttention", ["Q", "K", "V"], ["Y"], domain="com.microsoft",
+                            num_heads=case["heads"], unidirectional=1 if case["causal"] else 0)
+    graph = helper.make_graph([node], "mha", [helper.make_tensor_value_info(n, et, shape) for n in "QKV"],
+                              [helper.make_tensor_value_info("Y", et, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    prov = {"device_id": str(device_index), "user_compute_stream": str(stream_ptr)}
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=[("CUDAExecutionProvider", prov)])
+    except Exception as e:  # noqa: BLE001 - reported as the reason
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    io = sess.io_binding()
+    ort_et = {"float16": 10, "bfloat16": 16}[case["dtype"]]
+    for name, t in zip("QKV", (q3, k3, v3)):
+        io.bind_input(name, "cuda", device_index, ort_et, shape, t.data_ptr())
+    io.bind_output("Y", "cuda", device_index, ort_et, shape, out3.data_ptr())
+    ro = ort.RunOptions()
+    ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
+    del onnx
+    return (lambda: sess.run_with_iobinding(io, ro)), "com.microsoft.MultiHeadAttention, IO binding"
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from trt_fastops import ops
+
+    dt = getattr(torch, case["dtype"])
+    b, h, s, d = case["batch"], case["heads"], case["seqlen"], case["d"]
+    g = torch.Generator(device="cuda").manual_seed(0)
+    # [B, S, H, D] storage (what a fused QKV projection produces), viewed as [B, H, S, D].
+    q3, k3, v3 = (torch.randn(b, s, h * d, device="cuda", generator=g).to(dt) for _ in range(3))
+    q, k, v = (t.view(b, s, h, d).transpose(1, 2) for t in (q3, k3, v3))
+    out3 = torch.empty_like(q3)
+    out = out3.view(b, s, h, d).transpose(1, 2)
+    causal = case["causal"]
+
+    def ours():
+        ops.attention(q, k, v, causal=causal, out=out)
+
+    ours()
+    torch.cuda.synchronize()
+    mine = out.clone()
+    row = dict(case)
+    row["ours_kernel"] = _C.attention_forward(
+        case["dtype"], q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
+        q_strides=(q.stride(0), q.stride(1), q.stride(2)), k_strides=(k.stride(0), k.stride(1), k.stride(2)),
+        v_strides=(v.stride(0), v.stride(1), v.stride(2)), out_strides=(out.stride(0), out.stride(1), out.stride(2)),
+        scale=d ** -0.5, causal=causal, dry_run=True)
+    us = time_fn(torch, ours, args.reps, args.trials)
+    row["ours_us"] = round(us, 1)
+    row["ours_tflops"] = round(case["flops"] / us / 1e6, 1)
+
+    backend_enum = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                    "efficient": SDPBackend.EFFICIENT_ATTENTION}
+    for name in BACKENDS:
+        try:
+            with sdpa_kernel([backend_enum[name]]):
+                def fn():
+                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+                ref = fn()
+                torch.cuda.synchronize()
+                diff = max_diff(torch, ref, mine)
+                if not diff <= 0.05:
+                    raise RuntimeError(f"differs from ours by {diff:.3g}")
+                t = time_fn(torch, fn, args.reps, args.trials)
+            row[f"{name}_us"] = round(t, 1)
+            row[f"{name}_tflops"] = round(case["flops"] / t / 1e6, 1)
+            row[f"x_{name}"] = round(t / us, 3)
+        except Exception as e:  # noqa: BLE001 - a backend that cannot run this case is reported
+            row[f"{name}_us"] = None
+            row[f"{name}_note"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        torch.cuda.empty_cache()
+
+    row["ort_us"] = None
+    if ort is None:
+        row["ort_note"] = "onnxruntime-gpu not importable"
+    else:
+        ort_out = torch.empty_like(q3)
+        fn, note = ort_mha(ort, torch, case, q3, k3, v3, ort_out, stream_ptr, device_index)
+        row["ort_note"] = note
+        if fn is not None:
+            try:
+                fn()
+                torch.cuda.synchronize()
+                diff = max_diff(torch, ort_out, out3.copy_(mine.transpose(1, 2).reshape(b, s, h * d)))
+                if not diff <= 0.05:
+                    raise RuntimeError(f"differs from ours by {diff:.3g}")
+                t = time_fn(torch, fn, args.reps, args.trials)
+                row["ort_us"] = round(t, 1)
+                row["ort_tflops"] = round(case["flops"] / t / 1e6, 1)
+                row["x_ort"] = round(t / us, 3)
+            except Exception as e:  # noqa: BLE001
+                row["ort_note"] = f"{note}; {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    return row
+
+
+def table(rows: list[dict], gemm: float | None) -> str:
+    def cell(r, key, width=7):
+        v = r.get(key)
+        return f"{v:{width}.1f}" if isinstance(v, (int, float)) else f"{'-':>{width}s}"
+
+    def ratio(r, key):
+        v = r.get(key)
+        return f"{v:6.2f}{'!' if key == 'x_flash' and v < 1.0 else ' '}" if isinstance(v, (int, float)) else "     - "
+
+    lines = [f"TFLOP/s (bf16 dense GEMM ceiling: {gemm:.0f})" if gemm else "TFLOP/s",
+             f"{'dtype':8s} {'d':>3s} {'causal':6s} {'seqlen':>6s} {'BxH':>7s} {'ours':>7s} {'flash':>7s} "
+             f"{'cudnn':>7s} {'effic':>7s} {'ortMHA':>7s} {'xflash':>7s} {'xcudnn':>7s} {'xort':>7s} {'%gemm':>6s}"]
+    for r in rows:
+        pct = f"{100 * r['ours_tflops'] / gemm:6.1f}" if gemm else f"{'-':>6s}"
+        lines.append(
+            f"{r['dtype']:8s} {r['d']:3d} {str(r['causal']):6s} {r['seqlen']:6d} {str(r['batch']) + 'x' + str(r['heads']):>7s} "
+            f"{cell(r, 'ours_tflops')} {cell(r, 'flash_tflops')} {cell(r, 'cudnn_tflops')} "
+            f"{cell(r, 'efficient_tflops')} {cell(r, 'ort_tflops')} {ratio(r, 'x_flash')} {ratio(r, 'x_cudnn')} "
+            f"{ratio(r, 'x_ort')} {pct}")
+    lines.append("x<backend> = backend time / our time (> 1: we are faster); '!' = slower than torch's flash backend")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        import torch
+        from trt_fastops import _C
+    except ImportError as e:
+        print(f"bench_attention: cannot run: {e}", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("bench_attention: cannot run: no CUDA device visible to torch", file=sys.stderr)
+        return 2
+    ort = None
+    if not args.no_ort:
+        try:
+            import onnxruntime
+
+            if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+                ort = onnxruntime
+        except ImportError:
+            pass
+    device_index = torch.cuda.current_device()
+    stream = torch.cuda.Stream(device=device_index)  # ORT reads stream handle 0 as "none"
+    torch.cuda.set_stream(stream)
+    t0 = time.perf_counter()
+    gemm = gemm_tflops(torch, args.reps, args.trials)
+    print(f"dense bf16 GEMM 8192^3: {gemm:.0f} TFLOP/s", flush=True)
+    rows, errors = [], []
+    for case in plan(args):
+        label = f"{case['dtype']} d{case['d']} {'causal' if case['causal'] else 'full'} s{case['seqlen']}"
+        try:
+            row = run_case(torch, _C, ort, case, args, stream.cuda_stream, device_index)
+            rows.append(row)
+            print(f"{label}: ours {row['ours_tflops']} TFLOP/s, flash {row.get('flash_tflops')}, "
+                  f"cudnn {row.get('cudnn_tflops')}, ort {row.get('ort_tflops')} [{row['ours_kernel']}]", flush=True)
+        except Exception as e:  # noqa: BLE001 - report every failing case
+            errors.append(f"{label}: {type(e).__name__}: {e}")
+            print(f"{label}: ERROR {type(e).__name__}: {e}", flush=True)
+        torch.cuda.empty_cache()
+    import trt_fastops
+
+    doc = {"benchmark": "attention", "gpu": torch.cuda.get_device_name(device_index),
+           "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+           "versions": {"torch": torch.__version__, "cuda": torch.version.cuda,
+                        "onnxruntime": getattr(ort, "__version__", None) if ort else None,
+                        "trt_fastops": trt_fastops.__version__, "driver": driver_version()},
+           "gemm_bf16_tflops": round(gemm, 1),
+           "method": f"mean of {args.reps} back-to-back calls between CUDA events, median of {args.trials} trials; "
+                     "flops = 4*B*H*S*S*D (halved for causal)",
+           "seconds": round(time.perf_counter() - t0, 1), "errors": errors, "rows": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    for e in errors:
+        print(f"ERROR {e}")
+    print(table(rows, gemm))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

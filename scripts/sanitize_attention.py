@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Small, fast run of every attention kernel variant with result checks, for compute-sanitizer.
+
+    compute-sanitizer --tool memcheck  python3 scripts/sanitize_attention.py
+    (also racecheck, synccheck, initcheck)
+
+Covers each head-dim bucket and dtype, aligned and element-load (misaligned)
+variants, GQA, causal with offsets, bool / additive / short masks, softcap, lse,
+partial tiles and empty key sets. Exit status 0 when every case matches the
+float64 reference of tests/gpu/test_attention_kernels.py, 1 on a mismatch, 2 when
+torch/CUDA/_C are missing. --list prints the cases without running.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # the installed trt_fastops wins
+
+# (name, dtype, b, hq, hkv, sq, skv, d, dv, options)
+CASES = [
+    ("d64", "float16", 2, 4, 4, 130, 150, 64, 64, {}),
+    ("d128-gqa-causal", "bfloat16", 1, 8, 2, 200, 200, 128, 128, dict(causal=True)),
+    ("d256", "float16", 1, 2, 1, 70, 90, 256, 256, {}),
+    ("d80-dv48", "bfloat16", 1, 2, 2, 33, 65, 80, 48, {}),
+    ("odd-d-misaligned", "float16", 1, 2, 2, 40, 50, 36, 36, dict(misalign=True)),
+    ("d100-elementwise", "float16", 1, 2, 2, 40, 50, 100, 100, {}),
+    ("causal-offset", "float16", 1, 2, 2, 64, 300, 64, 64, dict(causal=True, causal_offset=236)),
+    ("causal-negative", "bfloat16", 1, 2, 2, 64, 64, 64, 64, dict(causal=True, causal_offset=-20)),
+    ("bool-mask", "float16", 2, 4, 2, 100, 170, 64, 64, dict(mask="bool")),
+    ("additive-mask", "bfloat16", 2, 4, 4, 100, 170, 128, 128, dict(mask="additive", causal=True)),
+    ("short-mask", "float16", 2, 2, 2, 64, 200, 64, 64, dict(mask="short")),
+    ("softcap", "float16", 1, 2, 2, 64, 64, 128, 128, dict(softcap=10.0)),
+    ("one-query", "float16", 3, 4, 1, 1, 333, 128, 128, {}),
+    ("empty-kv", "float16", 1, 2, 2, 20, 0, 64, 64, {}),
+]
+
+
+def run_case(torch, check, make_inputs, case) -> None:
+    name, dtype, b, hq, hkv, sq, skv, d, dv, opt = case
+    dt = getattr(torch, dtype)
+    q, k, v = make_inputs(b, hq, hkv, sq, skv, d, dv, dt, seed=len(name))
+    if opt.get("misalign"):
+        # The same values one element past a 16-byte boundary.
+        def shift(t):
+            buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+            view = buf[1:].view(t.shape)
+            view.copy_(t)
+            return view
+        q, k, v = shift(q), shift(k), shift(v)
+    kw = {key: opt[key] for key in ("causal", "causal_offset", "softcap") if key in opt}
+    mask = opt.get("mask")
+    if mask == "bool":
+        kw["mask"] = torch.rand(b, 1, sq, skv, device="cuda") > 0.4
+    elif mask == "additive":
+        kw["mask"] = torch.randn(1, hq, 1, skv, device="cuda").to(dt)
+    elif mask == "short":
+        kw["mask"] = torch.rand(sq, skv - 50, device="cuda") > 0.2
+    if skv == 0:
+        from trt_fastops import ops
+
+        out = ops.attention(q, k, v)
+        torch.cuda.synchronize()
+        assert torch.count_nonzero(out) == 0
+        return
+    check(q, k, v, **kw)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args(argv)
+    if args.list:
+        for c in CASES:
+            print(c[0])
+        return 0
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ImportError("no CUDA device")
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gpu"))
+        from test_attention_kernels import check, make_inputs
+    except ImportError as e:
+        print(f"sanitize_attention: cannot run: {e}", file=sys.stderr)
+        return 2
+    failed = 0
+    for case in CASES:
+        try:
+            run_case(torch, check, make_inputs, case)
+            print(f"{case[0]}: ok", flush=True)
+        except AssertionError as e:
+            failed += 1
+            print(f"{case[0]}: MISMATCH {e}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""The flash-attention kernel (plugins/attention) through trt_fastops.ops.attention,
+against a float64 reference on random inputs.
+
+Error bound, as flash-attention's own tests: our error against float64 must stay
+within twice the error of a naive same-precision implementation (QK^T rounded to
+the input dtype, softmax in float32, P rounded, P V) plus a small absolute slack.
+Outputs are poisoned with NaN before every call; every call is followed by a
+synchronize so asynchronous CUDA errors surface in the test that caused them.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.gpu
+
+if not torch.cuda.is_available():  # pragma: no cover - depends on the machine
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+from trt_fastops import ops  # noqa: E402
+
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+ATOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def _allowed(sq, skv, causal, offset, device):
+    i = torch.arange(sq, device=device).view(sq, 1)
+    j = torch.arange(skv, device=device).view(1, skv)
+    return (j <= i + offset) if causal else torch.ones(sq, skv, dtype=torch.bool, device=device)
+
+
+def _padded_mask(mask, skv):
+    """The mask padded to skv keys as ONNX does (False / -inf)."""
+    if mask is None or mask.shape[-1] == skv:
+        return mask
+    pad = skv - mask.shape[-1]
+    fill = torch.zeros if mask.dtype == torch.bool else (lambda *s, **kw: torch.full(s, -math.inf, **kw))
+    extra = fill(*mask.shape[:-1], pad, dtype=mask.dtype, device=mask.device)
+    return torch.cat([mask, extra], dim=-1)
+
+
+def reference(q, k, v, *, mask=None, causal=False, causal_offset=0, scale=None, softcap=0.0,
+              compute_dtype=torch.float64, rows_per_chunk=2048):
+    """[B, H, S, D] tensors -> (out in compute_dtype, lse float64). compute_dtype float64 is the
+    exact reference; the input dtype gives the naive same-precision implementation."""
+    b, hq, sq, d = q.shape
+    hkv, skv = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    group = hq // hkv
+    kk = k.repeat_interleave(group, dim=1).to(compute_dtype)
+    vv = v.repeat_interleave(group, dim=1).to(compute_dtype)
+    mask = _padded_mask(mask, skv)
+    if mask is not None:
+        mask = mask.reshape([1] * (4 - mask.dim()) + list(mask.shape)).expand(b, hq, sq, skv)
+    outs, lses = [], []
+    for r0 in range(0, sq, rows_per_chunk):
+        r1 = min(sq, r0 + rows_per_chunk)
+        qq = q[:, :, r0:r1].to(compute_dtype)
+        s = torch.matmul(qq, kk.transpose(-1, -2))
+        low = compute_dtype != torch.float64
+        s = (s * scale).float() if low else s * scale
+        if softcap > 0:
+            s = softcap * torch.tanh(s / softcap)
+        allowed = _allowed(sq, skv, causal, causal_offset, q.device)[r0:r1].expand(b, hq, r1 - r0, skv)
+        if mask is not None:
+            m = mask[:, :, r0:r1]
+            if m.dtype == torch.bool:
+                allowed = allowed & m
+            else:
+                s = s + m.to(s.dtype)
+        s = s.masked_fill(~allowed, -math.inf)
+        row_max = s.amax(-1, keepdim=True)
+        fully = torch.isneginf(row_max)
+        p = torch.exp(s - torch.where(fully, torch.zeros_like(row_max), row_max))
+        l = p.sum(-1, keepdim=True)
+        p = p / torch.where(l == 0, torch.ones_like(l), l)
+        if low:
+            p = p.to(compute_dtype)
+        outs.append(torch.matmul(p, vv))
+        lses.append((torch.log(l.double()) + row_max.double()).squeeze(-1))
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def make_inputs(b, hq, hkv, sq, skv, d, dv, dtype, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(b, hq, sq, d, device="cuda", generator=g).to(dtype)
+    k = torch.randn(b, hkv, skv, d, device="cuda", generator=g).to(dtype)
+    v = torch.randn(b, hkv, skv, dv, device="cuda", generator=g).to(dtype)
+    return q, k, v
+
+
+def check(q, k, v, *, layout="bhsd", q4=None, k4=None, v4=None, check_lse=True, **kw):
+    """Runs ops.attention on (q, k, v) in `layout`; q4/k4/v4 are the same tensors as [B, H, S, D]."""
+    q4 = q if q4 is None else q4
+    k4 = k if k4 is None else k4
+    v4 = v if v4 is None else v4
+    out_shape = list(q.shape[:3]) + [v.shape[3]]
+    out = torch.full(out_shape, math.nan, dtype=q.dtype, device=q.device)
+    got, lse = ops.attention(q, k, v, layout=layout, out=out, return_lse=True, **kw)
+    torch.cuda.synchronize()
+    assert got.data_ptr() == out.data_ptr()
+    if layout == "bshd":
+        got = got.transpose(1, 2)
+    exact, exact_lse = reference(q4, k4, v4, **kw)
+    naive, _ = reference(q4, k4, v4, compute_dtype=q.dtype, **kw)
+    assert not torch.isnan(got).any(), "NaN in the output (poisoned or computed)"
+    err = (got.double() - exact).abs().max().item()
+    naive_err = (naive.double() - exact).abs().max().item()
+    bound = 2 * naive_err + ATOL[q.dtype]
+    assert err <= bound, f"max error {err:.3g} > bound {bound:.3g} (naive same-precision error {naive_err:.3g})"
+    if check_lse:
+        finite = torch.isfinite(exact_lse)
+        assert torch.equal(torch.isneginf(lse), ~finite), "lse must be -inf exactly for fully masked rows"
+        if finite.any():
+            lerr = (lse.double()[finite] - exact_lse[finite]).abs().max().item()
+            assert lerr <= 1e-3 * max(1.0, exact_lse[finite].abs().max().item()), f"lse error {lerr:.3g}"
+    return got
+
+
+# ---------------------------------------------------------------------------
+# Shapes: every head-dim bucket, causal or not, square / unequal / tiny sequences,
+# MHA and GQA.
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("sq,skv", [(128, 128), (200, 333), (333, 200), (1, 77), (1000, 1000), (65, 4097)])
+@pytest.mark.parametrize("hq,hkv", [(4, 4), (8, 2)], ids=["mha", "gqa"])
+def test_shapes(dtype, d, causal, sq, skv, hq, hkv):
+    q, k, v = make_inputs(2, hq, hkv, sq, skv, d, d, DTYPES[dtype], seed=sq * 7 + skv)
+    check(q, k, v, causal=causal)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("d", [8, 16, 32, 40, 72, 80, 96, 100, 160, 192, 200, 250, 255])
+def test_head_dims(dtype, d):
+    q, k, v = make_inputs(2, 3, 3, 257, 257, d, d, DTYPES[dtype], seed=d)
+    check(q, k, v, causal=d % 2 == 0)
+
+
+@pytest.mark.parametrize("d,dv", [(64, 128), (128, 64), (96, 32), (256, 64), (40, 200)])
+def test_value_head_dim(d, dv):
+    q, k, v = make_inputs(2, 4, 2, 150, 190, d, dv, torch.float16, seed=d + dv)
+    check(q, k, v)
+
+
+@pytest.mark.parametrize("hq,hkv", [(16, 1), (12, 3), (6, 6)])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_heads(hq, hkv, causal):
+    q, k, v = make_inputs(3, hq, hkv, 130, 130, 64, 64, torch.bfloat16, seed=hq)
+    check(q, k, v, causal=causal)
+
+
+# ---------------------------------------------------------------------------
+# Causal alignment: offset 0 (top-left, ONNX without past keys), bottom-right
+# (skv - sq, ONNX with past keys), negative (leading rows fully masked).
+@pytest.mark.parametrize("sq,skv,offset", [(100, 300, 0), (100, 300, 200), (300, 100, -200), (64, 64, -10),
+                                           (1, 513, 512), (129, 1000, 871)])
+def test_causal_offset(sq, skv, offset):
+    q, k, v = make_inputs(2, 4, 4, sq, skv, 128, 128, torch.float16, seed=sq + skv)
+    check(q, k, v, causal=True, causal_offset=offset)
+
+
+# ---------------------------------------------------------------------------
+# Masks: every broadcast form, bool and additive, short masks, fully masked rows.
+MASK_SHAPES = {
+    "kv": lambda b, h, sq, skv: [skv],
+    "q_kv": lambda b, h, sq, skv: [sq, skv],
+    "padding": lambda b, h, sq, skv: [b, 1, 1, skv],
+    "full": lambda b, h, sq, skv: [b, h, sq, skv],
+    "heads": lambda b, h, sq, skv: [1, h, 1, skv],
+    "rows": lambda b, h, sq, skv: [b, 1, sq, 1],
+    "short": lambda b, h, sq, skv: [b, 1, sq, skv - 37],
+}
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+@pytest.mark.parametrize("shape", list(MASK_SHAPES))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_masks(kind, shape, causal):
+    b, h, sq, skv = 2, 4, 140, 211
+    q, k, v = make_inputs(b, h, 2, sq, skv, 64, 64, torch.float16, seed=len(shape))
+    g = torch.Generator(device="cuda").manual_seed(5)
+    mshape = MASK_SHAPES[shape](b, h, sq, skv)
+    if kind == "bool":
+        mask = torch.rand(mshape, device="cuda", generator=g) > 0.3
+    else:
+        mask = (torch.randn(mshape, device="cuda", generator=g) * 2).to(torch.float16)
+    check(q, k, v, mask=mask, causal=causal)
+
+
+def test_fully_masked_rows_are_zero():
+    b, h, sq, skv = 2, 4, 100, 150
+    q, k, v = make_inputs(b, h, h, sq, skv, 128, 128, torch.bfloat16, seed=3)
+    mask = torch.rand(b, 1, sq, skv, device="cuda") > 0.5
+    mask[:, :, ::7] = False  # every 7th query row sees nothing
+    got = check(q, k, v, mask=mask)
+    assert torch.count_nonzero(got[:, :, ::7]) == 0
+    additive = torch.zeros(b, 1, sq, skv, device="cuda", dtype=torch.bfloat16)
+    additive[:, :, ::5] = -math.inf
+    got = check(q, k, v, mask=additive)
+    assert torch.count_nonzero(got[:, :, ::5]) == 0
+
+
+def test_float32_additive_mask_with_half_inputs():
+    q, k, v = make_inputs(1, 2, 2, 77, 99, 64, 64, torch.float16, seed=9)
+    mask = torch.randn(77, 99, device="cuda") * 3
+    check(q, k, v, mask=mask)
+
+
+def test_large_finite_mask_is_not_fully_masked():
+    q, k, v = make_inputs(1, 2, 2, 64, 64, 64, 64, torch.float16, seed=11)
+    mask = torch.full((64, 64), -10000.0, device="cuda", dtype=torch.float16)
+    got = check(q, k, v, mask=mask)
+    assert torch.count_nonzero(got) > 0
+
+
+# ---------------------------------------------------------------------------
+# Scale and softcap.
+@pytest.mark.parametrize("scale", [0.5, 0.01, -0.2])
+@pytest.mark.parametrize("softcap", [0.0, 5.0, 30.0])
+def test_scale_softcap(scale, softcap):
+    q, k, v = make_inputs(2, 4, 4, 160, 160, 64, 64, torch.float16, seed=1)
+    check(q, k, v, scale=scale, softcap=softcap, causal=softcap == 5.0)
+
+
+def test_softcap_with_mask():
+    q, k, v = make_inputs(2, 4, 4, 96, 200, 128, 128, torch.bfloat16, seed=2)
+    mask = torch.randn(2, 1, 1, 200, device="cuda").to(torch.bfloat16)
+    check(q, k, v, softcap=20.0, mask=mask)
+
+
+# ---------------------------------------------------------------------------
+# Layouts: [B, S, H, D] views of packed QKV (the 3-D ONNX form), strided
+# without copies; misaligned views take the element-load variant.
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "misaligned"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_packed_bshd(offset, d):
+    b, s, h = 2, 190, 4
+    base = torch.randn(b * s * 3 * h * d + offset, device="cuda").to(torch.float16)
+    qkv = base[offset:].view(b, s, 3, h, d)
+    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    name = ops._native().attention_forward(
+        "float16", int(q.data_ptr()), int(k.data_ptr()), int(v.data_ptr()), int(q.data_ptr()), b, h, h, s, s, d, d,
+        q_strides=(q.stride(0), q.stride(2), q.stride(1)), k_strides=(k.stride(0), k.stride(2), k.stride(1)),
+        v_strides=(v.stride(0), v.stride(2), v.stride(1)), out_strides=(s * h * d, d, h * d), scale=0.1,
+        dry_run=True)
+    assert name.endswith("unaligned>") == (offset == 1), name
+    check(q, k, v, layout="bshd", q4=q.transpose(1, 2), k4=k.transpose(1, 2), v4=v.transpose(1, 2), causal=True)
+
+
+# ---------------------------------------------------------------------------
+# Edge sizes.
+def test_empty_kv_gives_zeros():
+    q, k, v = make_inputs(2, 4, 4, 33, 0, 64, 64, torch.float16)
+    out, lse = ops.attention(q, k, v, return_lse=True)
+    torch.cuda.synchronize()
+    assert torch.count_nonzero(out) == 0
+    assert torch.isneginf(lse).all()
+
+
+def test_empty_queries_is_noop():
+    q, k, v = make_inputs(2, 4, 4, 0, 10, 64, 64, torch.float16)
+    out = ops.attention(q, k, v)
+    torch.cuda.synchronize()
+    assert out.shape == (2, 4, 0, 64)
+
+
+def test_many_heads_grid():
+    # More (batch, head) pairs than a grid dimension of 65535 could hold.
+    q, k, v = make_inputs(700, 100, 100, 1, 3, 64, 64, torch.float16)
+    check(q, k, v)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_long_sequence_16k(causal, d):
+    q, k, v = make_inputs(1, 2, 1, 16384, 16384, d, d, torch.float16, seed=16)
+    check(q, k, v, causal=causal)
+
+
+def test_64k_keys_stay_accurate():
+    q, k, v = make_inputs(1, 2, 2, 64, 65536, 128, 128, torch.bfloat16, seed=64)
+    check(q, k, v)
+    check(q, k, v, causal=True, causal_offset=65536 - 64)
+
+
+# ---------------------------------------------------------------------------
+# Errors.
+def test_float32_is_refused():
+    q, k, v = make_inputs(1, 2, 2, 8, 8, 64, 64, torch.float32)
+    with pytest.raises(ValueError, match="float16 and bfloat16 only"):
+        ops.attention(q, k, v)
+
+
+def test_heads_must_divide():
+    q, _, _ = make_inputs(1, 6, 6, 8, 8, 64, 64, torch.float16)
+    _, k, v = make_inputs(1, 4, 4, 8, 8, 64, 64, torch.float16)
+    with pytest.raises(ValueError, match="multiple of"):
+        ops.attention(q, k, v)
+
+
+def test_head_dim_over_256_is_refused():
+    q, k, v = make_inputs(1, 2, 2, 8, 8, 264, 264, torch.float16)
+    with pytest.raises(ValueError, match="head dims"):
+        ops.attention(q, k, v)
