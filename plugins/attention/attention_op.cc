@@ -26,8 +26,12 @@ std::string slot_list(const TensorSlot* slots, int n) {
   return s;
 }
 
-const char* const ATTR_NAMES[] = {"is_causal", "kv_num_heads",      "q_num_heads", "qk_matmul_output_mode",
-                                  "scale",     "softcap",           "softmax_precision"};
+// left/right_window_size are ONNX Attention-25's sliding window: only their
+// "no window" value -1 is accepted, so a windowed node is refused, not run wrong
+// (ORT cannot list a node's attributes; an unknown name would go unnoticed).
+const char* const ATTR_NAMES[] = {"is_causal", "kv_num_heads",      "q_num_heads",      "qk_matmul_output_mode",
+                                  "scale",     "softcap",           "softmax_precision", "left_window_size",
+                                  "right_window_size"};
 
 Status unknown_attr(const std::string& name) { return unknown_attr_error(OP, name, attention_attr_names()); }
 
@@ -164,6 +168,11 @@ Status set_attention_attr_int(const std::string& name, int64_t value, AttentionA
     attrs->kv_num_heads = value;
   } else if (name == "qk_matmul_output_mode") {
     attrs->qk_matmul_output_mode = value;
+  } else if (name == "left_window_size" || name == "right_window_size") {
+    if (value != -1) {
+      return Status::errorf(OP, ": attribute '", name, "' is ", value,
+                            "; sliding-window attention (ONNX Attention-25) is not supported, expected -1 (no window)");
+    }
   } else {
     attrs->has_softmax_precision = true;
     attrs->softmax_precision = value;

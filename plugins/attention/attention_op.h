@@ -9,7 +9,8 @@
 //   inputs:  Q, K, V, attn_mask?, past_key?, past_value?
 //   outputs: Y, present_key?, present_value?, qk_matmul_output? (refused: not supported yet)
 //   attrs:   is_causal (0), kv_num_heads, q_num_heads, qk_matmul_output_mode (0),
-//            scale (1/sqrt(head_dim)), softcap (0), softmax_precision
+//            scale (1/sqrt(head_dim)), softcap (0), softmax_precision;
+//            left_window_size / right_window_size (ONNX Attention-25) only as -1 (no window)
 //
 // Rules (ONNX Attention-23 and its reference implementation):
 // - 4-D: Q [B, Hq, Sq, D], K [B, Hkv, Skv, D], V [B, Hkv, Skv, Dv]; q_num_heads /
