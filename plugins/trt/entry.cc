@@ -6,17 +6,19 @@
 #include <cstdio>
 #include <vector>
 
+#include "plugins/trt/conv_plugin.h"
 #include "plugins/trt/norm_plugin.h"
 #include "plugins/trt/trt_common.h"
 
 namespace trt_fastops::trt {
 namespace {
 
-// Every plugin family appends its creators here (conv, attention: later).
+// Every plugin family appends its creators here (attention: later).
 const std::vector<nv::IPluginCreatorInterface*>& creator_list() {
   static const std::vector<nv::IPluginCreatorInterface*> list = [] {
     std::vector<nv::IPluginCreatorInterface*> v;
     append_norm_creators(&v);
+    append_conv_creators(&v);
     return v;
   }();
   return list;

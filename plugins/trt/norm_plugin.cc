@@ -13,48 +13,6 @@ using norm::NormOp;
 using norm::NormSignature;
 using norm::TensorDesc;
 
-constexpr const char* FIELD_INPUTS = "inputs";
-constexpr const char* FIELD_OUTPUTS = "outputs";
-
-int popcount(int32_t mask) { return __builtin_popcount(static_cast<uint32_t>(mask)); }
-
-// "23 (X, Skip, Scale, Bias)"
-std::string describe_mask(int32_t mask, const norm::NormSlot* slots, int count) {
-  std::string s = std::to_string(mask) + " (";
-  bool first = true;
-  for (int i = 0; i < count; ++i) {
-    if (!(mask >> i & 1)) continue;
-    s += first ? "" : ", ";
-    s += slots[i].name;
-    first = false;
-  }
-  return s + ")";
-}
-
-std::string slot_names(const norm::NormSlot* slots, int count) {
-  std::string s;
-  for (int i = 0; i < count; ++i) {
-    s += i ? ", " : "";
-    s += "bit " + std::to_string(i) + " " + slots[i].name;
-  }
-  return s;
-}
-
-void set_dims(const nv::Dims& dims, TensorDesc* d) {
-  d->rank_known = dims.nbDims >= 0;
-  d->dims.clear();
-  for (int32_t i = 0; i < dims.nbDims && i < nv::Dims::MAX_DIMS; ++i) d->dims.push_back(dims.d[i] < 0 ? -1 : dims.d[i]);
-}
-
-void set_dtype(nv::DataType t, TensorDesc* d) {
-  if (!dtype_from_trt(t, &d->dtype)) d->unsupported_dtype = trt_dtype_name(t);
-}
-
-Status need_array(const void* p, int32_t n, const char* op, const char* what) {
-  if (n < 0 || (n > 0 && p == nullptr)) return Status::errorf(op, ": TensorRT passed no ", what, " (count ", n, ")");
-  return Status::ok();
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -74,19 +32,10 @@ Status norm_config_from_fields(NormOp op, const nv::PluginFieldCollection& fc, N
     const FieldValue v = read_field(f);
     if (name == FIELD_INPUTS || name == FIELD_OUTPUTS) {
       // Plugin-level fields (which slots the layer has), not op attributes.
-      if (v.kind != FieldValue::Kind::integer) {
-        return Status::errorf(sig.name, ": field '", name, "' is ", v.found, ", expected an int (a bitmask of ",
-                              name == FIELD_INPUTS ? "input" : "output", " slots)");
-      }
       const bool inputs = name == FIELD_INPUTS;
-      const int count = inputs ? sig.num_inputs : sig.num_outputs;
-      if (v.i < 0 || v.i >= (int64_t{1} << count) || (!inputs && !(v.i & 1))) {
-        return Status::errorf(sig.name, ": field '", name, "' is ", v.i, ", expected a bitmask over the ", count,
-                              " ", inputs ? "input" : "output", " slots (",
-                              slot_names(inputs ? sig.inputs : sig.outputs, count), ")",
-                              inputs ? "" : " with bit 0 (Y) set");
-      }
-      (inputs ? cfg->inputs_mask : cfg->outputs_mask) = static_cast<int32_t>(v.i);
+      TRT_FASTOPS_RETURN_IF_ERROR(read_slot_mask(sig.name, f, inputs, inputs ? sig.inputs : sig.outputs,
+                                                 inputs ? sig.num_inputs : sig.num_outputs,
+                                                 inputs ? &cfg->inputs_mask : &cfg->outputs_mask));
       continue;
     }
     if (v.kind == FieldValue::Kind::integer) {
@@ -126,7 +75,7 @@ Status norm_config_from_fields(NormOp op, const nv::PluginFieldCollection& fc, N
 
 NormPlugin::NormPlugin(const NormPluginConfig& cfg, std::string layer_name)
     : PluginBase(norm::norm_op_name(cfg.op), std::move(layer_name)), cfg_(cfg) {
-  nb_outputs_ = 32 - __builtin_clz(static_cast<uint32_t>(cfg_.outputs_mask | 1));
+  nb_outputs_ = nb_outputs_of_mask(cfg_.outputs_mask);
 }
 
 std::unique_ptr<PluginBase> NormPlugin::clone_plugin() const { return std::make_unique<NormPlugin>(*this); }
@@ -145,19 +94,7 @@ Status NormPlugin::check_nb_outputs(int32_t nb_outputs) const {
 }
 
 Status NormPlugin::input_slots(int32_t nb_inputs, std::vector<int>* slots) const {
-  slots->clear();
-  if (cfg_.inputs_mask < 0) {
-    for (int32_t i = 0; i < nb_inputs; ++i) slots->push_back(i);  // leading slots
-    return Status::ok();
-  }
-  if (nb_inputs != popcount(cfg_.inputs_mask)) {
-    return Status::errorf(sig().name, ": the layer has ", nb_inputs, " inputs, but field 'inputs' = ",
-                          describe_mask(cfg_.inputs_mask, sig().inputs, sig().num_inputs), " names ",
-                          popcount(cfg_.inputs_mask));
-  }
-  for (int s = 0; s < sig().num_inputs; ++s)
-    if (cfg_.inputs_mask >> s & 1) slots->push_back(s);
-  return Status::ok();
+  return layer_input_slots(sig().name, cfg_.inputs_mask, sig().inputs, sig().num_inputs, nb_inputs, slots);
 }
 
 template <typename Fill>
@@ -186,7 +123,7 @@ Status NormPlugin::output_data_types(nv::DataType* output_types, int32_t nb_outp
       nb_inputs,
       [&](int32_t i, TensorDesc* d) {
         d->rank_known = false;  // types only
-        set_dtype(input_types[i], d);
+        set_desc_dtype(input_types[i], d);
       },
       &descs, &slots));
   norm::NormShapes shapes;
@@ -279,8 +216,8 @@ Status NormPlugin::configure(const nv::DynamicPluginTensorDesc* in, int32_t nb_i
   TRT_FASTOPS_RETURN_IF_ERROR(layer_inputs(
       nb_inputs,
       [&](int32_t i, TensorDesc* d) {
-        set_dims(in[i].desc.dims, d);  // -1 for dims the profile leaves open
-        set_dtype(in[i].desc.type, d);
+        set_desc_dims(in[i].desc.dims, d);  // -1 for dims the profile leaves open
+        set_desc_dtype(in[i].desc.type, d);
       },
       &descs, &slots));
   norm::NormShapes shapes;
@@ -297,8 +234,8 @@ Status NormPlugin::shape_change(const nv::PluginTensorDesc* in, int32_t nb_input
   TRT_FASTOPS_RETURN_IF_ERROR(layer_inputs(
       nb_inputs,
       [&](int32_t i, TensorDesc* d) {
-        set_dims(in[i].dims, d);
-        set_dtype(in[i].type, d);
+        set_desc_dims(in[i].dims, d);
+        set_desc_dtype(in[i].type, d);
       },
       &descs, &run_slots_));
   TRT_FASTOPS_RETURN_IF_ERROR(norm::infer_norm(cfg_.op, cfg_.attrs, descs, outputs_present(), &shapes_));

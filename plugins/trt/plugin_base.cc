@@ -50,11 +50,49 @@ FieldValue read_field(const nv::PluginField& field) {
   }
 }
 
+bool read_int_list(const nv::PluginField& field, std::vector<int64_t>* values, std::string* found) {
+  values->clear();
+  const bool is_int = field.type == nv::PluginFieldType::kINT32 || field.type == nv::PluginFieldType::kINT64;
+  if (!is_int || field.length < 0 || (field.length > 0 && field.data == nullptr)) {
+    *found = is_int ? std::string("an int field with ") + (field.length < 0 ? "a negative length" : "no data")
+                    : read_field(field).found;
+    return false;
+  }
+  for (int32_t i = 0; i < field.length; ++i) {
+    values->push_back(field.type == nv::PluginFieldType::kINT32 ? int64_t{static_cast<const int32_t*>(field.data)[i]}
+                                                                : static_cast<const int64_t*>(field.data)[i]);
+  }
+  return true;
+}
+
+bool read_string(const nv::PluginField& field, std::string* value, std::string* found) {
+  value->clear();
+  if (field.type != nv::PluginFieldType::kCHAR) {
+    *found = read_field(field).found;
+    return false;
+  }
+  if (field.length < 0 || (field.length > 0 && field.data == nullptr)) {
+    *found = "a string field without data";
+    return false;
+  }
+  const char* chars = static_cast<const char*>(field.data);
+  size_t n = static_cast<size_t>(field.length);
+  while (n > 0 && chars[n - 1] == '\0') --n;
+  value->assign(chars, n);
+  if (value->find('\0') != std::string::npos) {
+    *found = "a string with an embedded NUL";
+    return false;
+  }
+  return true;
+}
+
 void FieldList::clear() {
   names_.clear();
   ints_.clear();
   int32s_.clear();
   floats_.clear();
+  lists_.clear();
+  strings_.clear();
   fields_.clear();
 }
 
@@ -76,6 +114,20 @@ void FieldList::add_float32(const char* name, float value) {
   fields_.emplace_back(names_.back().c_str(), &floats_.back(), nv::PluginFieldType::kFLOAT32, 1);
 }
 
+void FieldList::add_int64_list(const char* name, const std::vector<int64_t>& values) {
+  names_.emplace_back(name);
+  lists_.push_back(values);
+  fields_.emplace_back(names_.back().c_str(), lists_.back().data(), nv::PluginFieldType::kINT64,
+                       static_cast<int32_t>(values.size()));
+}
+
+void FieldList::add_string(const char* name, const std::string& value) {
+  names_.emplace_back(name);
+  strings_.push_back(value);
+  fields_.emplace_back(names_.back().c_str(), strings_.back().c_str(), nv::PluginFieldType::kCHAR,
+                       static_cast<int32_t>(value.size() + 1));
+}
+
 void FieldList::declare(const char* name, nv::PluginFieldType type) {
   names_.emplace_back(name);
   fields_.emplace_back(names_.back().c_str(), nullptr, type, 1);
@@ -86,6 +138,83 @@ const nv::PluginFieldCollection* FieldList::collection() {
   collection_.fields = fields_.data();
   return &collection_;
 }
+
+void set_desc_dims(const nv::Dims& dims, TensorDesc* d) {
+  d->rank_known = dims.nbDims >= 0;
+  d->dims.clear();
+  for (int32_t i = 0; i < dims.nbDims && i < nv::Dims::MAX_DIMS; ++i) d->dims.push_back(dims.d[i] < 0 ? -1 : dims.d[i]);
+}
+
+void set_desc_dims(const nv::DimsExprs& dims, TensorDesc* d) {
+  d->rank_known = dims.nbDims >= 0;
+  d->dims.clear();
+  for (int32_t i = 0; i < dims.nbDims && i < nv::Dims::MAX_DIMS; ++i) {
+    const nv::IDimensionExpr* x = dims.d[i];
+    d->dims.push_back(x != nullptr && x->isConstant() ? x->getConstantValue() : -1);
+  }
+}
+
+void set_desc_dtype(nv::DataType t, TensorDesc* d) {
+  if (!dtype_from_trt(t, &d->dtype)) d->unsupported_dtype = trt_dtype_name(t);
+}
+
+Status need_array(const void* p, int32_t n, const char* op, const char* what) {
+  if (n < 0 || (n > 0 && p == nullptr)) return Status::errorf(op, ": TensorRT passed no ", what, " (count ", n, ")");
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------
+// Slot masks
+
+std::string describe_mask(int32_t mask, const TensorSlot* slots, int count) {
+  std::string s = std::to_string(mask) + " (";
+  bool first = true;
+  for (int i = 0; i < count; ++i) {
+    if (!(mask >> i & 1)) continue;
+    s += first ? "" : ", ";
+    s += slots[i].name;
+    first = false;
+  }
+  return s + ")";
+}
+
+Status read_slot_mask(const char* op, const nv::PluginField& field, bool inputs, const TensorSlot* slots, int count,
+                      int32_t* mask) {
+  const char* name = inputs ? FIELD_INPUTS : FIELD_OUTPUTS;
+  const FieldValue v = read_field(field);
+  if (v.kind != FieldValue::Kind::integer) {
+    return Status::errorf(op, ": field '", name, "' is ", v.found, ", expected an int (a bitmask of ",
+                          inputs ? "input" : "output", " slots)");
+  }
+  if (v.i < 0 || v.i >= (int64_t{1} << count) || (!inputs && !(v.i & 1))) {
+    std::string names;
+    for (int i = 0; i < count; ++i) names += str_cat(i ? ", " : "", "bit ", i, " ", slots[i].name);
+    return Status::errorf(op, ": field '", name, "' is ", v.i, ", expected a bitmask over the ", count, " ",
+                          inputs ? "input" : "output", " slots (", names, ")",
+                          inputs ? "" : str_cat(" with bit 0 (", slots[0].name, ") set"));
+  }
+  *mask = static_cast<int32_t>(v.i);
+  return Status::ok();
+}
+
+Status layer_input_slots(const char* op, int32_t mask, const TensorSlot* slots, int count, int32_t nb_inputs,
+                         std::vector<int>* out) {
+  out->clear();
+  if (mask < 0) {
+    for (int32_t i = 0; i < nb_inputs; ++i) out->push_back(i);  // leading slots
+    return Status::ok();
+  }
+  const int named = __builtin_popcount(static_cast<uint32_t>(mask));
+  if (nb_inputs != named) {
+    return Status::errorf(op, ": the layer has ", nb_inputs, " inputs, but field 'inputs' = ",
+                          describe_mask(mask, slots, count), " names ", named);
+  }
+  for (int s = 0; s < count; ++s)
+    if (mask >> s & 1) out->push_back(s);
+  return Status::ok();
+}
+
+int32_t nb_outputs_of_mask(int32_t mask) { return 32 - __builtin_clz(static_cast<uint32_t>(mask | 1)); }
 
 std::string with_layer(const std::string& message, const std::string& layer_name) {
   if (layer_name.empty()) return message;

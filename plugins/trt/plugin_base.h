@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "plugins/common/status.h"
+#include "plugins/common/tensor_desc.h"
 #include "plugins/trt/trt_common.h"
 
 namespace trt_fastops::trt {
@@ -33,6 +34,16 @@ struct FieldValue {
 };
 FieldValue read_field(const nv::PluginField& field);
 
+// A list-of-ints field (ONNX INTS attributes: the parser passes kINT32 with
+// `length` values; kINT64 is accepted too). A scalar int field is a list of
+// one (the parser cannot tell INT from INTS of length 1). False for any other
+// kind; `found` then describes it ("a float", "a string", ...).
+bool read_int_list(const nv::PluginField& field, std::vector<int64_t>* values, std::string* found);
+// A string field (kCHAR): `length` chars, trailing NULs dropped (the ONNX
+// parser passes the characters without a terminator, getFieldsToSerialize
+// with one). False for any other kind; `found` then describes it.
+bool read_string(const nv::PluginField& field, std::string* value, std::string* found);
+
 // Owns the storage behind a PluginFieldCollection (names and values), for
 // getFieldsToSerialize and getFieldNames.
 class FieldList {
@@ -46,6 +57,9 @@ class FieldList {
   void add_int32(const char* name, int32_t value);
   void add_int64(const char* name, int64_t value);
   void add_float32(const char* name, float value);
+  void add_int64_list(const char* name, const std::vector<int64_t>& values);
+  // Stored with its NUL terminator (length = size + 1).
+  void add_string(const char* name, const std::string& value);
   // Declares a field for getFieldNames (no data).
   void declare(const char* name, nv::PluginFieldType type);
   const nv::PluginFieldCollection* collection();
@@ -55,9 +69,45 @@ class FieldList {
   std::deque<int64_t> ints_;
   std::deque<int32_t> int32s_;
   std::deque<float> floats_;
+  std::deque<std::vector<int64_t>> lists_;
+  std::deque<std::string> strings_;
   std::vector<nv::PluginField> fields_;
   nv::PluginFieldCollection collection_{};
 };
+
+// ---------------------------------------------------------------------------
+// TensorRT descriptions -> the op layer's TensorDesc (shared by every plugin)
+
+// Run-time or profile dims (negative -> -1, unknown).
+void set_desc_dims(const nv::Dims& dims, TensorDesc* d);
+// Build-time expressions: constants known, symbolic dims -1.
+void set_desc_dims(const nv::DimsExprs& dims, TensorDesc* d);
+// A type the ops do not support is kept by name for the op's message.
+void set_desc_dtype(nv::DataType t, TensorDesc* d);
+// "<op>: TensorRT passed no <what> (count n)" when p is null for n > 0.
+Status need_array(const void* p, int32_t n, const char* op, const char* what);
+
+// ---------------------------------------------------------------------------
+// Plugin-level 'inputs' / 'outputs' fields: bitmasks over an op's slots, for
+// ops with optional inputs in the middle or several outputs. TensorRT graphs
+// cannot hold empty-name inputs, so the layer's inputs are the set slots in
+// slot order; the ONNX parser maps outputs by position, so the plugin has
+// (highest set bit + 1) outputs and clear bits inside are placeholders.
+constexpr const char* FIELD_INPUTS = "inputs";
+constexpr const char* FIELD_OUTPUTS = "outputs";
+
+// Parses an 'inputs' (inputs = true) or 'outputs' field: an int in
+// [0, 2^count), 'outputs' with bit 0 set. Messages name the op and the slots.
+Status read_slot_mask(const char* op, const nv::PluginField& field, bool inputs, const TensorSlot* slots, int count,
+                      int32_t* mask);
+// "23 (X, Skip, Scale, Bias)"
+std::string describe_mask(int32_t mask, const TensorSlot* slots, int count);
+// The op slot of each of the layer's nb_inputs inputs: the set bits of
+// `mask`, or the leading slots when mask < 0 (field not given).
+Status layer_input_slots(const char* op, int32_t mask, const TensorSlot* slots, int count, int32_t nb_inputs,
+                         std::vector<int>* out);
+// Number of plugin outputs for an 'outputs' mask (highest set bit + 1).
+int32_t nb_outputs_of_mask(int32_t mask);
 
 // ---------------------------------------------------------------------------
 // Plugin

@@ -4,6 +4,10 @@
 // program impersonates by exporting getPluginRegistry / getLogger /
 // getInferLibVersion.
 //
+// Layout: contract_harness.h (checks, fields, plugin access, GPU helpers),
+// this file (loading, the norm plugins, main), one section file per further
+// plugin family (contract_conv.h).
+//
 // Usage: trt_fastops_trt_contract_test [--lib-dir DIR] [--no-enqueue] [--require-gpu] [-v]
 //   --lib-dir      where the two libraries are (default: the build's lib dir,
 //                  or $TRT_FASTOPS_TRT_LIB_DIR)
@@ -20,7 +24,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <random>
@@ -28,11 +31,7 @@
 #include <vector>
 
 #include "plugins/common/dtype.h"
-#include "tests/trt/trt_doubles.h"
-
-namespace nv = nvinfer1;
-using namespace trt_doubles;
-using trt_fastops::DType;
+#include "tests/trt/contract_harness.h"
 
 // ---------------------------------------------------------------------------
 // libnvinfer stand-ins, found by the plugin libraries through dlsym.
@@ -44,25 +43,6 @@ static int32_t g_runtime_version = NV_TENSORRT_MAJOR * 10000 + NV_TENSORRT_MINOR
 extern "C" TENSORRTAPI nvinfer1::IPluginRegistry* getPluginRegistry() noexcept { return &g_registry; }
 extern "C" TENSORRTAPI nvinfer1::ILogger* getLogger() noexcept { return &g_global_logger; }
 extern "C" TENSORRTAPI int32_t getInferLibVersion() noexcept { return g_runtime_version; }
-
-// ---------------------------------------------------------------------------
-// Checks
-
-static int g_passed = 0;
-static int g_failed = 0;
-static bool g_verbose = false;
-
-static void check(bool ok, const std::string& what) {
-  if (ok) {
-    ++g_passed;
-    if (g_verbose) std::printf("  ok   %s\n", what.c_str());
-  } else {
-    ++g_failed;
-    std::printf("  FAIL %s\n", what.c_str());
-  }
-}
-
-static std::string str(const char* s) { return s ? s : "(null)"; }
 
 // ---------------------------------------------------------------------------
 // The spec, written out independently of plugins/norm/norm_op.
@@ -97,165 +77,11 @@ static int all_inputs_mask(const OpSpec& op) { return (1 << op.inputs.size()) - 
 static int all_outputs_mask(const OpSpec& op) { return (1 << op.outputs.size()) - 1; }
 static int nb_outputs_of(int mask) { return 32 - __builtin_clz(unsigned(mask | 1)); }
 
-// ---------------------------------------------------------------------------
-// Fields
-
-struct Fields {
-  std::deque<int32_t> i32;
-  std::deque<int64_t> i64;
-  std::deque<float> f32;
-  std::deque<double> f64;
-  std::deque<std::string> text;
-  std::vector<nv::PluginField> list;
-  nv::PluginFieldCollection fc{};
-
-  Fields& int32(const char* n, int32_t v) {
-    i32.push_back(v);
-    list.emplace_back(n, &i32.back(), nv::PluginFieldType::kINT32, 1);
-    return *this;
-  }
-  Fields& int64(const char* n, int64_t v) {
-    i64.push_back(v);
-    list.emplace_back(n, &i64.back(), nv::PluginFieldType::kINT64, 1);
-    return *this;
-  }
-  Fields& float32(const char* n, float v) {
-    f32.push_back(v);
-    list.emplace_back(n, &f32.back(), nv::PluginFieldType::kFLOAT32, 1);
-    return *this;
-  }
-  Fields& float64(const char* n, double v) {
-    f64.push_back(v);
-    list.emplace_back(n, &f64.back(), nv::PluginFieldType::kFLOAT64, 1);
-    return *this;
-  }
-  Fields& string(const char* n, const char* v) {
-    text.emplace_back(v);
-    list.emplace_back(n, text.back().c_str(), nv::PluginFieldType::kCHAR, int32_t(text.back().size() + 1));
-    return *this;
-  }
-  Fields& int32_list(const char* n, std::vector<int32_t> v) {
-    size_t start = i32.size();
-    for (int32_t x : v) i32.push_back(x);
-    list.emplace_back(n, &i32[start], nv::PluginFieldType::kINT32, int32_t(v.size()));
-    return *this;
-  }
-  const nv::PluginFieldCollection* get() {
-    fc.nbFields = int32_t(list.size());
-    fc.fields = list.data();
-    return &fc;
-  }
-};
-
-// One serialized field value, widened.
-struct FieldDump {
-  nv::PluginFieldType type;
-  double value;
-};
-
-static std::map<std::string, FieldDump> dump_fields(const nv::PluginFieldCollection* fc) {
-  std::map<std::string, FieldDump> out;
-  if (fc == nullptr) return out;
-  for (int32_t i = 0; i < fc->nbFields; ++i) {
-    const nv::PluginField& f = fc->fields[i];
-    double v = NAN;
-    if (f.length == 1 && f.data) {
-      switch (f.type) {
-        case nv::PluginFieldType::kINT32: v = *static_cast<const int32_t*>(f.data); break;
-        case nv::PluginFieldType::kINT64: v = double(*static_cast<const int64_t*>(f.data)); break;
-        case nv::PluginFieldType::kFLOAT32: v = *static_cast<const float*>(f.data); break;
-        case nv::PluginFieldType::kFLOAT64: v = *static_cast<const double*>(f.data); break;
-        default: break;
-      }
-    }
-    out[str(f.name)] = {f.type, v};
-  }
-  return out;
-}
-
-// ---------------------------------------------------------------------------
-// Plugin access as TensorRT does it
-
-static nv::IPluginV3OneCore* core_of(nv::IPluginV3* p) {
-  return static_cast<nv::IPluginV3OneCore*>(p->getCapabilityInterface(nv::PluginCapabilityType::kCORE));
-}
-static nv::IPluginV3OneBuild* build_of(nv::IPluginV3* p) {
-  return static_cast<nv::IPluginV3OneBuild*>(p->getCapabilityInterface(nv::PluginCapabilityType::kBUILD));
-}
-static nv::IPluginV3OneRuntime* runtime_of(nv::IPluginV3* p) {
-  return static_cast<nv::IPluginV3OneRuntime*>(p->getCapabilityInterface(nv::PluginCapabilityType::kRUNTIME));
-}
-
-struct PluginPtr {
-  nv::IPluginV3* p = nullptr;
-  PluginPtr() = default;
-  explicit PluginPtr(nv::IPluginV3* q) : p(q) {}
-  PluginPtr(const PluginPtr&) = delete;
-  PluginPtr& operator=(const PluginPtr&) = delete;
-  PluginPtr(PluginPtr&& o) noexcept : p(o.p) { o.p = nullptr; }
-  ~PluginPtr() { delete p; }  // TensorRT deletes plugins through IPluginV3's virtual destructor
-  nv::IPluginV3* get() const { return p; }
-  explicit operator bool() const { return p != nullptr; }
-};
-
-struct Env {
-  std::vector<nv::IPluginCreatorInterface*> creators;
-  TestLogger* logger;
-};
-
-static nv::IPluginCreatorV3One* find_creator(const Env& env, const char* name, const char* version, const char* ns) {
-  for (auto* c : env.creators) {
-    if (std::strcmp(c->getInterfaceInfo().kind, "PLUGIN CREATOR_V3ONE") != 0) continue;
-    auto* v3 = static_cast<nv::IPluginCreatorV3One*>(c);
-    if (str(v3->getPluginName()) == name && str(v3->getPluginVersion()) == version &&
-        str(v3->getPluginNamespace()) == ns)
-      return v3;
-  }
-  return nullptr;
-}
-
 static PluginPtr create(const Env& env, const OpSpec& op, Fields& f, nv::TensorRTPhase phase = nv::TensorRTPhase::kBUILD,
                         const char* layer = "node_7") {
   auto* c = find_creator(env, op.name, "1", "trt_fastops");
   if (!c) return PluginPtr();
   return PluginPtr(c->createPlugin(layer, f.get(), phase));
-}
-
-// ---------------------------------------------------------------------------
-// Shapes
-
-struct ExprShape {
-  std::vector<const nv::IDimensionExpr*> d;
-};
-
-static nv::DimsExprs to_exprs(const ExprShape& s) {
-  nv::DimsExprs e{};
-  e.nbDims = int32_t(s.d.size());
-  for (size_t i = 0; i < s.d.size(); ++i) e.d[i] = s.d[i];
-  return e;
-}
-
-static nv::Dims to_dims(const std::vector<int64_t>& v) {
-  nv::Dims d{};
-  d.nbDims = int32_t(v.size());
-  for (size_t i = 0; i < v.size(); ++i) d.d[i] = v[i];
-  return d;
-}
-
-static nv::PluginTensorDesc tensor_desc(const std::vector<int64_t>& dims, nv::DataType t) {
-  nv::PluginTensorDesc d{};
-  d.dims = to_dims(dims);
-  d.type = t;
-  d.format = nv::TensorFormat::kLINEAR;
-  d.scale = 1.f;
-  return d;
-}
-
-static nv::DynamicPluginTensorDesc dyn_desc(const std::vector<int64_t>& dims, nv::DataType t) {
-  nv::DynamicPluginTensorDesc d{};
-  d.desc = tensor_desc(dims, t);
-  d.min = d.max = d.opt = to_dims(dims);
-  return d;
 }
 
 // The op's natural input shapes for X of `x` and normalized dims from `axis`.
@@ -276,27 +102,17 @@ static std::vector<std::vector<int64_t>> input_shapes(const OpSpec& op, int mask
 }
 
 // ---------------------------------------------------------------------------
-// Loading the libraries
-
-using GetCreatorsFn = nv::IPluginCreatorInterface* const* (*)(int32_t&);
-using SetLoggerFinderFn = void (*)(nv::ILoggerFinder*);
-using RegisterFn = int32_t (*)(void*);
-
-static std::vector<nv::IPluginCreatorInterface*> call_get_creators(GetCreatorsFn fn) {
-  int32_t n = -1;
-  nv::IPluginCreatorInterface* const* list = fn(n);
-  std::vector<nv::IPluginCreatorInterface*> out;
-  if (list != nullptr)
-    for (int32_t i = 0; i < n; ++i) out.push_back(list[i]);
-  return out;
-}
-
-// ---------------------------------------------------------------------------
 // Sections
+
+// Every plugin the library must provide (name; version "1", namespace "trt_fastops").
+static const char* const ALL_PLUGINS[] = {"LayerNorm", "SkipLayerNorm", "RMSNorm", "Conv", "ConvTranspose"};
+static const int NB_PLUGINS = int(sizeof(ALL_PLUGINS) / sizeof(ALL_PLUGINS[0]));
+static const std::string NB_PLUGINS_STR = std::to_string(NB_PLUGINS);
 
 static void test_creators(const Env& env) {
   std::printf("[creators]\n");
-  check(env.creators.size() == 3, "getCreators returns 3 creators (got " + std::to_string(env.creators.size()) + ")");
+  check(int(env.creators.size()) == NB_PLUGINS, "getCreators returns " + NB_PLUGINS_STR + " creators (got " +
+                                                    std::to_string(env.creators.size()) + ")");
   for (const OpSpec& op : SPECS) {
     auto* c = find_creator(env, op.name, "1", "trt_fastops");
     check(c != nullptr, std::string(op.name) + ": creator found by name/version/namespace");
@@ -555,9 +371,6 @@ static void test_output_shapes(const Env& env) {
   }
 }
 
-static const nv::DataType FLOAT_TYPES[] = {nv::DataType::kFLOAT, nv::DataType::kHALF, nv::DataType::kBF16};
-static const nv::DataType PROBE_TYPES[] = {nv::DataType::kFLOAT, nv::DataType::kHALF, nv::DataType::kBF16,
-                                           nv::DataType::kINT8, nv::DataType::kINT32, nv::DataType::kINT64};
 
 static void test_types_and_formats(const Env& env) {
   std::printf("[getOutputDataTypes / supportsFormatCombination]\n");
@@ -765,101 +578,6 @@ static void test_configure_and_serialize(const Env& env, TestRecorder& recorder)
     }
   }
 }
-
-// ---------------------------------------------------------------------------
-// Enqueue on the GPU against float64 references
-
-#define CUDA_OK(call)                                                                     \
-  do {                                                                                    \
-    cudaError_t _e = (call);                                                              \
-    if (_e != cudaSuccess) {                                                              \
-      check(false, std::string(#call) + " failed: " + cudaGetErrorString(_e));             \
-      return;                                                                             \
-    }                                                                                     \
-  } while (0)
-
-static nv::DataType trt_type(DType t) {
-  return t == DType::f32 ? nv::DataType::kFLOAT : t == DType::f16 ? nv::DataType::kHALF : nv::DataType::kBF16;
-}
-
-// Host tensor: values as the device sees them (rounded to dtype), and bytes.
-struct HostTensor {
-  DType dtype = DType::f32;
-  std::vector<int64_t> dims;
-  std::vector<double> values;
-  std::vector<uint8_t> bytes;
-};
-
-static int64_t numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
-static double round_to(DType t, double v, uint16_t* bits16, float* bits32) {
-  if (t == DType::f32) {
-    *bits32 = float(v);
-    return *bits32;
-  }
-  if (t == DType::f16) {
-    *bits16 = trt_fastops::float_to_half_bits(float(v));
-    return trt_fastops::half_bits_to_float(*bits16);
-  }
-  *bits16 = trt_fastops::float_to_bf16_bits(float(v));
-  return trt_fastops::bf16_bits_to_float(*bits16);
-}
-
-static HostTensor random_tensor(DType t, const std::vector<int64_t>& dims, double lo, double hi, std::mt19937& rng) {
-  HostTensor h;
-  h.dtype = t;
-  h.dims = dims;
-  const int64_t n = numel(dims);
-  std::uniform_real_distribution<double> u(lo, hi);
-  h.values.resize(size_t(n));
-  h.bytes.resize(size_t(n * trt_fastops::dtype_size(t)));
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t b16 = 0;
-    float b32 = 0;
-    h.values[size_t(i)] = round_to(t, u(rng), &b16, &b32);
-    if (t == DType::f32)
-      std::memcpy(&h.bytes[size_t(i) * 4], &b32, 4);
-    else
-      std::memcpy(&h.bytes[size_t(i) * 2], &b16, 2);
-  }
-  return h;
-}
-
-static double decode(DType t, const uint8_t* p, int64_t i) {
-  if (t == DType::f32) {
-    float f;
-    std::memcpy(&f, p + i * 4, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, p + i * 2, 2);
-  return t == DType::f16 ? trt_fastops::half_bits_to_float(h) : trt_fastops::bf16_bits_to_float(h);
-}
-
-static std::vector<uint8_t> nan_bytes(DType t, int64_t n) {
-  std::vector<uint8_t> b(size_t(n * trt_fastops::dtype_size(t)));
-  for (int64_t i = 0; i < n; ++i) {
-    if (t == DType::f32) {
-      const uint32_t q = 0x7fc00000u;
-      std::memcpy(&b[size_t(i) * 4], &q, 4);
-    } else {
-      const uint16_t q = t == DType::f16 ? 0x7e00 : 0x7fc0;
-      std::memcpy(&b[size_t(i) * 2], &q, 2);
-    }
-  }
-  return b;
-}
-
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  ~DeviceBuffer() {
-    if (ptr) cudaFree(ptr);
-  }
-};
 
 struct EnqueueCase {
   int op;                       // index into SPECS
@@ -1084,6 +802,11 @@ static void test_enqueue(const Env& env, TestRecorder& recorder) {
 }
 
 // ---------------------------------------------------------------------------
+// Further plugin families
+
+#include "tests/trt/contract_conv.h"
+
+// ---------------------------------------------------------------------------
 
 int main(int argc, char** argv) {
   std::string lib_dir = TRT_FASTOPS_TRT_LIB_DIR;
@@ -1165,6 +888,7 @@ int main(int argc, char** argv) {
   test_output_shapes(env);
   test_types_and_formats(env);
   test_configure_and_serialize(env, recorder);
+  test_conv_plugins(env, recorder);
 
   // --- Loading style 2: the autoload library registers on dlopen.
   std::printf("[autoload]\n");
@@ -1172,19 +896,21 @@ int main(int argc, char** argv) {
   void* autoload = dlopen(auto_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   check(autoload != nullptr, "dlopen " + auto_path + (autoload ? "" : std::string(": ") + dlerror()));
   if (autoload) {
-    check(g_registry.entries.size() == 3, "autoload registered 3 creators into getPluginRegistry() on load (got " +
-                                              std::to_string(g_registry.entries.size()) + ")");
-    for (const OpSpec& op : SPECS) {
-      nv::IPluginCreatorInterface* c = g_registry.getCreator(op.name, "1", "trt_fastops");
-      check(c != nullptr && c == find_creator(env, op.name, "1", "trt_fastops"),
-            std::string(op.name) + ": registry lookup (name, \"1\", \"trt_fastops\") finds the library's creator");
+    check(int(g_registry.entries.size()) == NB_PLUGINS, "autoload registered " + NB_PLUGINS_STR +
+                                                            " creators into getPluginRegistry() on load (got " +
+                                                            std::to_string(g_registry.entries.size()) + ")");
+    for (const char* name : ALL_PLUGINS) {
+      nv::IPluginCreatorInterface* c = g_registry.getCreator(name, "1", "trt_fastops");
+      check(c != nullptr && c == find_creator(env, name, "1", "trt_fastops"),
+            std::string(name) + ": registry lookup (name, \"1\", \"trt_fastops\") finds the library's creator");
     }
     auto reg = reinterpret_cast<RegisterFn>(dlsym(autoload, "trt_fastops_trt_register"));
     check(reg != nullptr, "autoload exports trt_fastops_trt_register");
     if (reg) {
-      check(reg(nullptr) == 0 && g_registry.entries.size() == 3, "registering again is a no-op");
+      check(reg(nullptr) == 0 && int(g_registry.entries.size()) == NB_PLUGINS, "registering again is a no-op");
       TestRegistry other;
-      check(reg(&other) == 3 && other.entries.size() == 3, "explicit registry: 3 creators registered");
+      check(reg(&other) == NB_PLUGINS && int(other.entries.size()) == NB_PLUGINS,
+            "explicit registry: " + NB_PLUGINS_STR + " creators registered");
       TestRegistry third;
       g_runtime_version = (NV_TENSORRT_MAJOR == 10 ? 11 : 10) * 10000;
       check(reg(&third) == -1 && third.entries.empty(), "explicit registration refused under a different TensorRT major");
@@ -1202,6 +928,7 @@ int main(int argc, char** argv) {
     if (require_gpu) check(false, "--require-gpu: a CUDA device is needed");
   } else {
     test_enqueue(env, recorder);
+    test_conv_enqueue(env, recorder);
   }
 
   std::printf("trt contract: %d passed, %d failed\n", g_passed, g_failed);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -172,14 +173,62 @@ class TestRegistry : public nv::IPluginRegistry {
 #endif
 
 // Dimension expressions. IDimensionExpr / IExprBuilder are thin fronts over
-// nvinfer1::apiv implementations (mImpl), which is what we provide.
+// nvinfer1::apiv implementations (mImpl), which is what we provide. Like
+// TensorRT, operations on constants fold to constants; symbolic expressions
+// keep their operation tree so a test can evaluate them for given symbol values.
 class TestExpr : public nv::IDimensionExpr {
  public:
   TestExpr(bool constant, int64_t value, std::string symbol) : impl_(constant, value, std::move(symbol)) {
     mImpl = &impl_;
   }
+  TestExpr(nv::DimensionOperation op, const TestExpr* a, const TestExpr* b)
+      : impl_(false, 0, "(op" + std::to_string(int(op)) + ")") {
+    mImpl = &impl_;
+    op_ = int(op);
+    a_ = a;
+    b_ = b;
+  }
   ~TestExpr() noexcept override = default;
   const std::string& symbol() const { return impl_.symbol; }
+
+  // Value for the given symbols; false when a symbol is missing or an
+  // operation is undefined (division by zero, an operand from elsewhere).
+  bool eval(const std::map<std::string, int64_t>& symbols, int64_t* out) const {
+    if (impl_.constant) {
+      *out = impl_.value;
+      return true;
+    }
+    if (op_ < 0) {
+      auto it = symbols.find(impl_.symbol);
+      if (it == symbols.end()) return false;
+      *out = it->second;
+      return true;
+    }
+    int64_t x = 0, y = 0;
+    if (a_ == nullptr || b_ == nullptr || !a_->eval(symbols, &x) || !b_->eval(symbols, &y)) return false;
+    return apply(static_cast<nv::DimensionOperation>(op_), x, y, out);
+  }
+
+  static bool apply(nv::DimensionOperation op, int64_t x, int64_t y, int64_t* r) {
+    switch (op) {
+      case nv::DimensionOperation::kSUM: *r = x + y; return true;
+      case nv::DimensionOperation::kPROD: *r = x * y; return true;
+      case nv::DimensionOperation::kMAX: *r = x > y ? x : y; return true;
+      case nv::DimensionOperation::kMIN: *r = x < y ? x : y; return true;
+      case nv::DimensionOperation::kSUB: *r = x - y; return true;
+      case nv::DimensionOperation::kEQUAL: *r = x == y; return true;
+      case nv::DimensionOperation::kLESS: *r = x < y; return true;
+      case nv::DimensionOperation::kFLOOR_DIV:
+        if (y == 0) return false;
+        *r = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+        return true;
+      case nv::DimensionOperation::kCEIL_DIV:
+        if (y == 0) return false;
+        *r = x / y + ((x % y != 0) && ((x < 0) == (y < 0)));
+        return true;
+    }
+    return false;
+  }
 
  private:
   struct Impl : nv::apiv::VDimensionExpr {
@@ -191,6 +240,9 @@ class TestExpr : public nv::IDimensionExpr {
     int64_t value;
     std::string symbol;
   } impl_;
+  int op_ = -1;  // DimensionOperation of a symbolic operation; -1 for leaves
+  const TestExpr* a_ = nullptr;
+  const TestExpr* b_ = nullptr;
 };
 
 class TestExprBuilder : public nv::IExprBuilder {
@@ -201,6 +253,14 @@ class TestExprBuilder : public nv::IExprBuilder {
   const TestExpr* constant_expr(int64_t v) { return impl_.make(true, v, std::to_string(v)); }
   const TestExpr* symbol(const std::string& name) { return impl_.make(false, 0, name); }
   int constants_made() const { return impl_.constants_made; }
+  // Negative values passed to constant() (TensorRT does not document them).
+  int negative_constants() const { return impl_.negative_constants; }
+  // Whether `e` came from this builder (so eval can follow it).
+  const TestExpr* own(const nv::IDimensionExpr* e) const {
+    for (const auto& x : impl_.exprs)
+      if (x.get() == e) return x.get();
+    return nullptr;
+  }
 
  private:
   struct Impl : nv::apiv::VExprBuilder {
@@ -208,30 +268,31 @@ class TestExprBuilder : public nv::IExprBuilder {
       exprs.push_back(std::make_unique<TestExpr>(c, v, std::move(s)));
       return exprs.back().get();
     }
+    const TestExpr* find(const nv::IDimensionExpr* e) const {
+      for (const auto& x : exprs)
+        if (x.get() == e) return x.get();
+      return nullptr;
+    }
     nv::IDimensionExpr const* constant(int64_t value) override {
       ++constants_made;
+      negative_constants += value < 0;
       return make(true, value, std::to_string(value));
     }
     nv::IDimensionExpr const* operation(nv::DimensionOperation op, nv::IDimensionExpr const& a,
                                         nv::IDimensionExpr const& b) override {
       if (a.isConstant() && b.isConstant()) {
-        int64_t x = a.getConstantValue(), y = b.getConstantValue();
-        switch (op) {
-          case nv::DimensionOperation::kSUM: return make(true, x + y, "");
-          case nv::DimensionOperation::kPROD: return make(true, x * y, "");
-          case nv::DimensionOperation::kMAX: return make(true, x > y ? x : y, "");
-          case nv::DimensionOperation::kMIN: return make(true, x < y ? x : y, "");
-          case nv::DimensionOperation::kSUB: return make(true, x - y, "");
-          default: break;
-        }
+        int64_t r = 0;
+        if (TestExpr::apply(op, a.getConstantValue(), b.getConstantValue(), &r)) return make(true, r, "");
       }
-      return make(false, 0, "(op" + std::to_string(int(op)) + ")");
+      exprs.push_back(std::make_unique<TestExpr>(op, find(&a), find(&b)));
+      return exprs.back().get();
     }
     nv::IDimensionExpr const* declareSizeTensor(int32_t, nv::IDimensionExpr const&, nv::IDimensionExpr const&) override {
       return nullptr;
     }
     std::deque<std::unique_ptr<TestExpr>> exprs;
     int constants_made = 0;
+    int negative_constants = 0;
   } impl_;
 };
 
