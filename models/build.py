@@ -38,11 +38,15 @@ def _entry(fn, description, expected=None, **kw) -> Entry:
 
 _TINY_LAYERS = T.CONFIGS["tiny"].layers
 # bert: embeddings LN (skip: X = word + type, Skip = position) + 2 per layer, all SkipLayerNorm.
-_BERT = {"SkipLayerNorm": 1 + 2 * _TINY_LAYERS, "LayerNorm": 0, "LayerNormalization": 0}
+# Attention: one per layer; nothing of the decomposed attention (Softmax) is left.
+_ATTN = {"Attention": _TINY_LAYERS, "Softmax": 0}
+_BERT = {"SkipLayerNorm": 1 + 2 * _TINY_LAYERS, "LayerNorm": 0, "LayerNormalization": 0, **_ATTN}
 # gpt: ln_1 of block 0 sees the embedding Add, every other LN a residual Add.
-_GPT = {"SkipLayerNorm": 2 * _TINY_LAYERS + 1, "LayerNorm": 0, "LayerNormalization": 0}
+_GPT = {"SkipLayerNorm": 2 * _TINY_LAYERS + 1, "LayerNorm": 0, "LayerNormalization": 0, **_ATTN}
 # llama: the first input_layernorm has no Add in front (plain RMSNorm), the rest fuse the residual.
-_LLAMA = {"RMSNorm": 2 * _TINY_LAYERS + 1, "RMSNormalization": 0}
+_LLAMA = {"RMSNorm": 2 * _TINY_LAYERS + 1, "RMSNormalization": 0, **_ATTN}
+# vit: pre-LN blocks; ln_1 of block 0 fuses the position-embedding Add, as in gpt.
+_VIT = {"SkipLayerNorm": 2 * _TINY_LAYERS + 1, "LayerNorm": 0, "LayerNormalization": 0, **_ATTN}
 
 MODELS: dict[str, Entry] = {
     "bert_tiny": _entry(T.bert, "BERT encoder (tiny), ONNX LayerNormalization (opset 17), residual Adds",
@@ -75,6 +79,19 @@ MODELS: dict[str, Entry] = {
     "llama_tiny_reciprocal": _entry(
         T.llama, "Llama-style decoder (tiny), RMSNorm as Mul(x,x)/Reciprocal*Mul (opset 18)",
         _LLAMA, config="tiny", rms="reciprocal"),
+    "llama_tiny_gqa": _entry(
+        T.llama, "Llama-style decoder (tiny), GQA (2 kv heads, HF repeat_kv), rotary embeddings, float32 "
+                  "softmax with Casts, causal mask of finfo.min (opset 18)",
+        {**_LLAMA, "Expand": 0}, config="tiny", rms="hf", kv_heads=2, rope=True),
+    "llama_tiny_gqa_norope": _entry(
+        T.llama, "Llama-style decoder (tiny), GQA with repeat_kv, no rotary (the 3-D Attention form)",
+        {**_LLAMA, "Expand": 0, "Transpose": 0}, config="tiny", rms="hf", kv_heads=2),
+    "llama_tiny_attention_op": _entry(
+        T.llama, "Llama-style decoder (tiny) with the ONNX Attention op (is_causal, GQA 3-D) and "
+                  "RMSNormalization (opset 23)", {**_LLAMA, "Attention": _TINY_LAYERS}, config="tiny", rms="op",
+        kv_heads=2, attention="op"),
+    "vit_tiny": _entry(T.vit, "ViT-style encoder (tiny): patch Conv, pre-LN blocks, timm fused QKV "
+                              "(Reshape/Transpose/Gather), q * scale, GELU (opset 17)", _VIT, config="tiny"),
     "llama_tiny_div": _entry(T.llama, "Llama-style decoder (tiny), RMSNorm as Pow/Div(x, Sqrt) (opset 13)",
                              _LLAMA, config="tiny", rms="div", opset=13),
 }

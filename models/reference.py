@@ -228,3 +228,69 @@ class ConvTranspose(_ConvBase):
 
 
 OPS = OPS + (Conv, ConvTranspose)
+
+
+# ---------------------------------------------------------------------------
+# Attention (plugins/attention/attention_op.h = ONNX Attention, opset 23),
+# written out here in float64 (onnx's reference builds the causal frontier from
+# the mask's own shape, which is wrong for a [B, 1, 1, S] padding mask).
+# ---------------------------------------------------------------------------
+def _heads_4d(x: np.ndarray, heads) -> np.ndarray:
+    b, s, hd = x.shape
+    return x.reshape(b, s, heads, hd // heads).transpose(0, 2, 1, 3)
+
+
+def attention_reference(q, k, v, attn_mask=None, past_key=None, past_value=None, *, is_causal=0,
+                        q_num_heads=None, kv_num_heads=None, scale=None, softcap=0.0, **_):
+    """(Y, present_key, present_value) in float64 (ONNX Attention-23 semantics)."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    three_d = q.ndim == 3
+    if three_d:
+        q, k, v = _heads_4d(q, q_num_heads), _heads_4d(k, kv_num_heads), _heads_4d(v, kv_num_heads)
+    past = 0
+    if past_key is not None:
+        past = past_key.shape[2]
+        k = np.concatenate([np.asarray(past_key, np.float64), k], axis=2)
+        v = np.concatenate([np.asarray(past_value, np.float64), v], axis=2)
+    b, hq, sq, d = q.shape
+    hkv, total = k.shape[1], k.shape[2]
+    scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
+    kr, vr = np.repeat(k, hq // hkv, axis=1), np.repeat(v, hq // hkv, axis=1)
+    s = scale * (q @ kr.transpose(0, 1, 3, 2))
+    if softcap:
+        s = softcap * np.tanh(s / softcap)
+    bias = np.zeros((sq, total))
+    if attn_mask is not None:
+        m = np.asarray(attn_mask)
+        pad = total - m.shape[-1]
+        if pad > 0:  # ONNX pads a short mask with false / -inf
+            m = np.concatenate([m, np.full(m.shape[:-1] + (pad,), False if m.dtype == np.bool_ else -np.inf,
+                                           dtype=m.dtype)], axis=-1)
+        bias = bias + (np.where(m, 0.0, -np.inf) if m.dtype == np.bool_ else m.astype(np.float64))
+    if is_causal:
+        i, j = np.arange(sq)[:, None], np.arange(total)[None, :]
+        bias = bias + np.where(j <= i + past, 0.0, -np.inf)
+    s = s + bias
+    mx = s.max(axis=-1, keepdims=True)
+    dead = np.isneginf(mx)  # fully masked rows give zeros
+    e = np.exp(s - np.where(dead, 0.0, mx))
+    p = np.where(dead, 0.0, e / np.where(dead, 1.0, e.sum(axis=-1, keepdims=True)))
+    y = p @ vr
+    if three_d:
+        y = y.transpose(0, 2, 1, 3).reshape(b, sq, -1)
+    return y, k, v
+
+
+class Attention(OpRun):
+    op_domain = DOMAIN
+
+    def _run(self, Q, K, V, attn_mask=None, past_key=None, past_value=None, is_causal=0, q_num_heads=None,
+             kv_num_heads=None, scale=None, softcap=0.0, qk_matmul_output_mode=0, softmax_precision=None, **_):
+        y, pk, pv = attention_reference(Q, K, V, attn_mask, past_key, past_value, is_causal=is_causal,
+                                        q_num_heads=q_num_heads, kv_num_heads=kv_num_heads, scale=scale,
+                                        softcap=softcap)
+        outs = (y.astype(Q.dtype), pk.astype(Q.dtype), pv.astype(Q.dtype))
+        return outs[: len(self.output)]
+
+
+OPS = OPS + (Attention,)

@@ -176,6 +176,46 @@ def attention_core(g: GraphBuilder, q: str, k: str, v: str, cfg: Config, *, mask
     return g.node("Reshape", [ctx, g.ints(dims + [cfg.hidden])])
 
 
+def rotary(g: GraphBuilder, x: str, seq: int, d: int) -> str:
+    """HF rotate-half rotary embedding on a [B, H, S, D] value, cos / sin as constants."""
+    inv = 1.0 / (10000 ** (np.arange(0, d, 2) / d))
+    emb = np.concatenate([np.outer(np.arange(seq), inv)] * 2, axis=-1)[None, None]
+    cos, sin = g.tensor("rotary.cos", np.cos(emb).astype(g.dtype)), g.tensor("rotary.sin", np.sin(emb).astype(g.dtype))
+    x1 = g.node("Slice", [x, g.ints([0]), g.ints([d // 2]), g.ints([3])])
+    x2 = g.node("Slice", [x, g.ints([d // 2]), g.ints([d]), g.ints([3])])
+    rot = g.node("Concat", [g.node("Neg", [x2]), x1], axis=-1)
+    return g.node("Add", [g.node("Mul", [x, cos]), g.node("Mul", [rot, sin])])
+
+
+def repeat_kv(g: GraphBuilder, x: str, cfg: Config, kv: int) -> str:
+    """HF repeat_kv: x[:, :, None].expand(B, kv, n_rep, S, D).reshape(B, kv * n_rep, S, D)."""
+    rep = cfg.heads // kv
+    if rep == 1:
+        return x
+    e = g.node("Expand", [g.node("Unsqueeze", [x, g.ints([2])]), g.ints([cfg.batch, kv, rep, cfg.seq, cfg.head_dim])])
+    return g.node("Reshape", [e, g.ints([cfg.batch, cfg.heads, cfg.seq, cfg.head_dim])])
+
+
+def gqa_attention(g: GraphBuilder, q: str, k: str, v: str, cfg: Config, kv: int, mask_add: str, *,
+                  rope: bool) -> str:
+    """HF LlamaAttention (eager): heads split, rotary, repeat_kv, Q.K^T * scaling + causal mask,
+    softmax in float32 (Cast there and back), weighted sum, merged heads."""
+    B, S, D = cfg.batch, cfg.seq, cfg.head_dim
+
+    def split(x, n):
+        return g.node("Transpose", [g.node("Reshape", [x, g.ints([B, S, n, D])])], perm=[0, 2, 1, 3])
+
+    qh, kh, vh = split(q, cfg.heads), split(k, kv), split(v, kv)
+    if rope:
+        qh, kh = rotary(g, qh, S, D), rotary(g, kh, S, D)
+    kh, vh = repeat_kv(g, kh, cfg, kv), repeat_kv(g, vh, cfg, kv)
+    s = g.node("MatMul", [qh, g.node("Transpose", [kh], perm=[0, 1, 3, 2])])
+    s = g.node("Add", [g.node("Mul", [s, g.const(1.0 / math.sqrt(D))]), mask_add])
+    p = g.node("Cast", [g.node("Softmax", [g.node("Cast", [s], to=TensorProto.FLOAT)], axis=-1)], to=g.onnx_dtype)
+    ctx = g.node("Transpose", [g.node("MatMul", [p, vh])], perm=[0, 2, 1, 3])
+    return g.node("Reshape", [ctx, g.ints([B, S, cfg.hidden])])
+
+
 def gelu_erf(g: GraphBuilder, x: str) -> str:
     # x * 0.5 * (1.0 + erf(x / sqrt(2)))
     e = g.node("Erf", [g.node("Div", [x, g.const(math.sqrt(2.0))])])
@@ -310,14 +350,22 @@ def gpt(config: str | Config = "tiny", *, ln: str = "op", opset: int | None = No
 
 def llama(config: str | Config = "tiny", *, rms: str = "hf", opset: int | None = None,
           dtype: str = "float32", seed: int = 0, batch: int | None = None, seq: int | None = None,
-          layers: int | None = None) -> onnx.ModelProto:
-    """Llama-style decoder block stack (no rotary embedding), RMSNorm written as `rms`.
+          layers: int | None = None, kv_heads: int | None = None, rope: bool = False,
+          attention: str = "decomposed") -> onnx.ModelProto:
+    """Llama-style decoder block stack, RMSNorm written as `rms`.
 
-    Default opsets: 23 for the RMSNormalization op, 18 (ReduceMean axes as an
-    input, as the dynamo exporter writes it) for the decomposed forms.
+    kv_heads: grouped-query attention (K / V projections of kv_heads heads, HF repeat_kv,
+    float32 softmax with Casts, causal mask of finfo.min); rope: rotary embeddings on Q / K;
+    attention="op": the ONNX Attention op (opset 23, 3-D, is_causal) instead of the
+    decomposed pattern. Default opsets: 23 for the RMSNormalization or Attention op, 18
+    (ReduceMean axes as an input, as the dynamo exporter writes it) for the decomposed forms.
     """
+    if attention not in ("decomposed", "op"):
+        raise ValueError(f"unknown attention form {attention!r}; expected 'decomposed' or 'op'")
+    if attention == "op" and (opset or 23) < 23:
+        raise ValueError("the Attention op needs opset >= 23")
     cfg = _config(config, batch=batch, seq=seq, layers=layers)
-    opset = opset or (23 if rms == "op" else 18)
+    opset = opset or (23 if rms == "op" or attention == "op" else 18)
     g = GraphBuilder(f"llama_{rms}", dtype=dtype, seed=seed)
     B, S, H = cfg.batch, cfg.seq, cfg.hidden
     inter = cfg.intermediate // 2
@@ -326,16 +374,30 @@ def llama(config: str | Config = "tiny", *, rms: str = "hf", opset: int | None =
 
     h = g.node("Gather", [g.weight("model.embed_tokens.weight", (cfg.vocab, H)), ids])
     causal = np.triu(np.full((S, S), -10000.0, dtype=g.dtype), k=1)[None, None]
-    mask_add = g.tensor("causal_mask", causal)
+    mask_add = gqa_mask = None
+    if attention == "op":
+        pass  # is_causal on the op
+    elif not (kv_heads or rope):
+        mask_add = g.tensor("causal_mask", causal)
+    else:  # HF: the causal mask filled with finfo(dtype).min
+        gqa_mask = g.tensor("causal_mask_min", np.triu(np.full((S, S), np.finfo(g.dtype).min, dtype=g.dtype),
+                                                       k=1)[None, None])
     for i in range(cfg.layers):
         p = f"model.layers.{i}"
         with g.scope("model"), g.scope(f"layers.{i}"):
             x = rms_norm(g, h, H, f"{p}.input_layernorm", **norm)
             with g.scope("self_attn"):
+                kvh = kv_heads or cfg.heads
                 q = linear(g, x, H, H, f"{p}.self_attn.q_proj", bias=False)
-                k = linear(g, x, H, H, f"{p}.self_attn.k_proj", bias=False)
-                v = linear(g, x, H, H, f"{p}.self_attn.v_proj", bias=False)
-                ctx = attention_core(g, q, k, v, cfg, mask_add=mask_add, scale_mul=True)
+                k = linear(g, x, H, kvh * cfg.head_dim, f"{p}.self_attn.k_proj", bias=False)
+                v = linear(g, x, H, kvh * cfg.head_dim, f"{p}.self_attn.v_proj", bias=False)
+                if attention == "op":
+                    ctx = g.node("Attention", [q, k, v], is_causal=1, q_num_heads=cfg.heads, kv_num_heads=kvh,
+                                 scale=1.0 / math.sqrt(cfg.head_dim))
+                elif kv_heads or rope:
+                    ctx = gqa_attention(g, q, k, v, cfg, kvh, gqa_mask, rope=rope)
+                else:
+                    ctx = attention_core(g, q, k, v, cfg, mask_add=mask_add, scale_mul=True)
                 a = linear(g, ctx, H, H, f"{p}.self_attn.o_proj", bias=False)
             h = g.node("Add", [h, a])
             x = rms_norm(g, h, H, f"{p}.post_attention_layernorm", **norm)
@@ -349,3 +411,46 @@ def llama(config: str | Config = "tiny", *, rms: str = "hf", opset: int | None =
         y = rms_norm(g, h, H, "model.norm", **norm)
     return _finish(g, y, cfg, opset, f"Llama-style decoder, RMSNorm as {rms!r}, opset {opset}",
                    rms_norms=2 * cfg.layers + 1)
+
+
+def vit(config: str | Config = "tiny", *, opset: int = 17, dtype: str = "float32", seed: int = 0,
+        batch: int | None = None, seq: int | None = None, layers: int | None = None) -> onnx.ModelProto:
+    """ViT-style encoder (timm): a 4x4 patch Conv over an image [B, 3, 8, 2 * seq] gives seq
+    patches, + position embeddings, then pre-LN blocks with timm's fused QKV attention
+    (Linear -> Reshape [B, N, 3, H, D] -> Transpose (2, 0, 3, 1, 4) -> Gather 0 / 1 / 2,
+    q * scale, q @ k.transpose(-2, -1), Softmax, @ v) and a GELU MLP, final LayerNorm."""
+    cfg = _config(config, batch=batch, seq=seq, layers=layers)
+    if cfg.seq % 2:
+        raise ValueError("vit needs an even sequence length (a 2 x seq/2 patch grid)")
+    g = GraphBuilder("vit", dtype=dtype, seed=seed)
+    B, N, H, D = cfg.batch, cfg.seq, cfg.hidden, cfg.head_dim
+    norm = dict(form="op", opset=opset, eps=1e-6)
+    px = g.input("pixel_values", g.onnx_dtype, [B, 3, 8, 2 * N])
+    with g.scope("patch_embed"):
+        w = g.weight("patch_embed.proj.weight", (H, 3, 4, 4), std=0.2)
+        e = g.node("Conv", [px, w, g.weight("patch_embed.proj.bias", (H,), std=0.1)], kernel_shape=[4, 4],
+                   strides=[4, 4])
+        e = g.node("Transpose", [g.node("Reshape", [e, g.ints([B, H, N])])], perm=[0, 2, 1])
+    h = g.node("Add", [e, g.weight("pos_embed", (1, N, H), std=0.5)])
+    for i in range(cfg.layers):
+        p = f"blocks.{i}"
+        with g.scope(p):
+            x = layer_norm(g, h, H, f"{p}.norm1", **norm)
+            with g.scope("attn"):
+                qkv = linear(g, x, H, 3 * H, f"{p}.attn.qkv")
+                qkv = g.node("Transpose", [g.node("Reshape", [qkv, g.ints([B, N, 3, cfg.heads, D])])],
+                             perm=[2, 0, 3, 1, 4])
+                q, k, v = (g.node("Gather", [qkv, g.const(j, np.int64)], axis=0) for j in range(3))
+                q = g.node("Mul", [q, g.const(D ** -0.5)])
+                a = g.node("Softmax", [g.node("MatMul", [q, g.node("Transpose", [k], perm=[0, 1, 3, 2])])], axis=-1)
+                ctx = g.node("Transpose", [g.node("MatMul", [a, v])], perm=[0, 2, 1, 3])
+                ctx = g.node("Reshape", [ctx, g.ints([B, N, H])])
+                h = g.node("Add", [h, linear(g, ctx, H, H, f"{p}.attn.proj")])
+            x = layer_norm(g, h, H, f"{p}.norm2", **norm)
+            with g.scope("mlp"):
+                m = linear(g, gelu_erf(g, linear(g, x, H, cfg.intermediate, f"{p}.mlp.fc1")), cfg.intermediate, H,
+                           f"{p}.mlp.fc2")
+            h = g.node("Add", [h, m])
+    y = layer_norm(g, h, H, "norm", **norm)
+    return _finish(g, y, cfg, opset, f"ViT-style encoder (timm attention), opset {opset}",
+                   layer_norms=2 * cfg.layers + 1)

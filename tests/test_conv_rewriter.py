@@ -153,7 +153,7 @@ def test_default_policy_is_off():
     assert ours(result.model) == [] and result.report.rewrites == [] and result.report.refusals == []
     assert result.report.conv == "off"
     text = result.report.to_text()
-    assert text.startswith("trt_fastops rewrite (LayerNorm, SkipLayerNorm, RMSNorm): 0 rewrites")
+    assert text.startswith("trt_fastops rewrite (LayerNorm, SkipLayerNorm, RMSNorm, Attention): 0 rewrites")
     assert json.loads(result.report.to_json())["conv"] == "off"
 
 
@@ -172,7 +172,7 @@ def test_policy_arguments():
     assert ours(rewrite(model, ops=["LayerNorm"], conv="all").model) == []
     assert ours(rewrite(model, ops=["ConvTranspose"]).model) == []
     text = rewrite(model, conv="all").report.to_text()
-    assert text.startswith("trt_fastops rewrite (LayerNorm, SkipLayerNorm, RMSNorm, Conv, ConvTranspose; conv=all): "
+    assert text.startswith("trt_fastops rewrite (LayerNorm, SkipLayerNorm, RMSNorm, Attention, Conv, ConvTranspose; conv=all): "
                            "1 rewrites (Conv 1), 0 refusals")
 
 
@@ -414,7 +414,7 @@ def test_rewrite_twice_changes_nothing(name, rewritten):
 def test_norm_and_conv_together():
     """Norm rules are unaffected by the conv policy (a transformer has no convs)."""
     bert = B.build("bert_tiny")
-    assert rewrite(bert, conv="all").report.counts() == rewrite(bert).report.counts() == {"SkipLayerNorm": 5}
+    assert rewrite(bert, conv="all").report.counts() == rewrite(bert).report.counts() == {"Attention": 2, "SkipLayerNorm": 5}
 
 
 def test_report_lines_and_json(rewritten):

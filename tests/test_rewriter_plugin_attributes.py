@@ -60,6 +60,9 @@ def assert_matches_original(original, rewritten, tol=1e-5):
 def check_plugin_fields(model):
     for node in ours(model):
         a = attrs(node)
+        if node.op_type not in NORMS:  # no TensorRT plugin yet (Attention, Conv): no plugin fields
+            assert not {"inputs", "outputs", "plugin_version", "plugin_namespace"} & set(a), node.name
+            continue
         assert a["plugin_version"] == b"1" and a["plugin_namespace"] == b"trt_fastops"
         assert "" not in node.input, f"empty-name input in {node.name}: {list(node.input)}"
         assert node.output[-1] != ""
@@ -134,7 +137,7 @@ def test_tiny_models(name):
     first = rewrite(original, plugin_attributes=True)
     out = first.model
     onnx.checker.check_model(out, full_check=True)
-    assert {n.op_type for n in ours(out)} <= set(NORMS) and ours(out)
+    assert {n.op_type for n in ours(out)} <= set(NORMS) | {"Attention"} and ours(out)
     check_plugin_fields(out)
     assert_matches_original(original, out)
     second = rewrite(out, plugin_attributes=True)

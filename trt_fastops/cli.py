@@ -11,12 +11,14 @@ EXAMPLES = textwrap.dedent("""\
       trt-fastops info
       trt-fastops rewrite model.onnx -o model.fast.onnx --report rewrite.json
       trt-fastops rewrite model.onnx -o model.fast.onnx --ops LayerNorm,RMSNorm
+      trt-fastops rewrite model.onnx -o model.fast.onnx --ops Attention
       trt-fastops rewrite convnet.onnx -o convnet.fast.onnx --conv fallback
       trt-fastops check model.onnx model.fast.onnx
       trt-fastops check model.onnx model.fast.onnx --device cuda --cuda-graph
+      trt-fastops validate model.onnx model.fast.onnx --output-atol logits=1e-3
     """)
 
-ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Conv", "ConvTranspose")
+ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Attention", "Conv", "ConvTranspose")
 
 
 def _cmd_info(args) -> int:
@@ -126,6 +128,46 @@ def _cmd_check(args) -> int:
     return 0 if report.ok else 1
 
 
+def _cmd_validate(args) -> int:
+    from .check import CheckError, cuda_available
+    from .validation import ValidationError, parse_output_tolerances, validate
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if cuda_available() else "cpu"
+    try:
+        dims = {}
+        for item in args.dim or []:
+            name, _, value = item.partition("=")
+            if not name or not value.isdigit():
+                raise ValidationError(f"--dim expects NAME=INT, got {item!r}")
+            dims[name] = int(value)
+        inputs = None
+        if args.inputs:
+            import numpy as np
+
+            try:
+                with np.load(args.inputs) as f:
+                    inputs = {k: f[k] for k in f.files}
+            except (OSError, ValueError) as e:
+                raise ValidationError(f"cannot read inputs from {args.inputs}: {e}") from e
+        report = validate(args.original, args.rewritten, inputs=inputs, seed=args.seed, dims=dims, device=device,
+                          reference_device=args.reference_device,
+                          tensorrt={"auto": "auto", "on": True, "off": False}[args.tensorrt],
+                          atol=args.atol, rtol=args.rtol,
+                          output_atol=parse_output_tolerances(args.output_atol, "--output-atol"),
+                          output_rtol=parse_output_tolerances(args.output_rtol, "--output-rtol"),
+                          verbose=args.verbose)
+    except CheckError as e:  # ValidationError included
+        print(f"trt-fastops validate: {e}", file=sys.stderr)
+        return 2
+    print(report.to_text())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.to_dict(), f, indent=2)
+    return 0 if report.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="trt-fastops", description="Fast custom ops for ONNX Runtime and TensorRT.",
                                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -148,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--report", help="also write the rewrite report (every rewrite and refusal) as JSON")
     s.add_argument("--plugin-attributes", action="store_true",
                    help="add TensorRT plugin fields (plugin_version/namespace, inputs/outputs bitmasks) "
-                        "to the norm nodes; the file still runs in ONNX Runtime")
+                        "to the norm nodes (Attention and Conv have no TensorRT plugin yet and get none); "
+                        "the file still runs in ONNX Runtime")
     s.set_defaults(func=_cmd_rewrite)
 
     s = sub.add_parser("check", help="compare a rewritten model with its original on ONNX Runtime",
@@ -167,6 +210,37 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--atol", type=float)
     s.add_argument("--rtol", type=float)
     s.set_defaults(func=_cmd_check)
+
+    s = sub.add_parser("validate", help="compare a rewritten model with its original through Polygraphy "
+                                        "(ONNX Runtime with our ops, and TensorRT when installed)",
+                       epilog=textwrap.dedent("""\
+                           examples:
+                             trt-fastops validate bert.onnx bert.fast.onnx
+                             trt-fastops validate bert.onnx bert.fast.onnx --inputs feeds.npz --atol 1e-3
+                             trt-fastops validate bert.onnx bert.fast.onnx --device cuda --output-rtol logits=1e-2
+
+                           An element passes when |diff| <= atol or |diff| / |reference| <= rtol (Polygraphy's
+                           element-wise check). exit status: 0 all outputs match, 1 a mismatch, 2 could not compare
+                           """),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("original", help="the model before rewriting")
+    s.add_argument("rewritten", help="the model after trt-fastops rewrite")
+    s.add_argument("--inputs", help=".npz file with the inputs (default: seeded random)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--dim", action="append", metavar="NAME=INT", help="value of a symbolic input dim (default 1)")
+    s.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu",
+                   help="where ONNX Runtime runs the rewritten model with our ops")
+    s.add_argument("--reference-device", choices=("cpu", "cuda"), default="cpu",
+                   help="where ONNX Runtime runs the original model")
+    s.add_argument("--tensorrt", choices=("auto", "on", "off"), default="auto",
+                   help="also compare a TensorRT engine with our plugins: auto = when TensorRT is installed")
+    s.add_argument("--atol", type=float, help="absolute tolerance for every output (default by dtype)")
+    s.add_argument("--rtol", type=float, help="relative tolerance for every output (default by dtype)")
+    s.add_argument("--output-atol", action="append", metavar="OUTPUT=VALUE", help="absolute tolerance of one output")
+    s.add_argument("--output-rtol", action="append", metavar="OUTPUT=VALUE", help="relative tolerance of one output")
+    s.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    s.add_argument("--verbose", action="store_true", help="show Polygraphy's own log")
+    s.set_defaults(func=_cmd_validate)
     return p
 
 

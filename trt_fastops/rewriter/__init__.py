@@ -30,6 +30,7 @@ import onnx_ir.passes.common as ir_passes
 from onnxscript.rewriter import RULE_NAME_TAG
 from onnxscript.rewriter import pattern as orp
 
+from . import attention, attention_decomposed, attention_mha
 from . import conv as conv_rules
 from . import (conv_transpose, layer_norm, layer_norm_decomposed, rms_norm, rms_norm_decomposed, skip_layer_norm,
                skip_rms_norm)
@@ -39,7 +40,7 @@ from ._report import RefusalRecord, RewriteRecord, RewriteReport
 __all__ = ["ALL_OPS", "CONV_OPS", "CONV_POLICIES", "MAX_IR_VERSION", "RewriteError", "RewriteReport", "RewriteResult", "rewrite",
            "rewrite_file", "rule_modules"]
 
-ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Conv", "ConvTranspose")
+ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Attention", "Conv", "ConvTranspose")
 #: the ops governed by the conv= policy
 CONV_OPS = ("Conv", "ConvTranspose")
 CONV_POLICIES = conv_rules.POLICIES
@@ -51,6 +52,7 @@ _MODULES = {
     "LayerNorm": (layer_norm, layer_norm_decomposed),
     "SkipLayerNorm": (skip_layer_norm,),
     "RMSNorm": (rms_norm, rms_norm_decomposed, skip_rms_norm),
+    "Attention": (attention, attention_decomposed, attention_mha),
     "Conv": (conv_rules,),
     "ConvTranspose": (conv_transpose,),
 }

@@ -28,6 +28,16 @@ class RewriteRecord:
             extra.append("dynamic X/Skip dims not provably compatible; the op checks them at run time")
         if self.details.get("activation"):
             extra.append(f"{self.details['activation']} folded in")
+        if self.details.get("form"):
+            extra.append(f"{self.details['form'].upper()} Q/K/V")
+        if self.details.get("causal"):
+            extra.append("causal mask -> is_causal=1")
+        if self.details.get("gqa"):
+            extra.append(self.details["gqa"])
+        if self.details.get("repeat_kv"):
+            extra.append(self.details["repeat_kv"])
+        if self.details.get("mask_shapes_assumed"):
+            extra.append("mask dims not provably compatible; the op checks them at run time")
         if self.details.get("fallback"):
             extra.append(f"fallback: {self.details['fallback']}")
         return f"  rewrote  {self.op} '{self.node}' <- {nodes}  ({'; '.join(extra)})"
