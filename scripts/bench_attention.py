@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
+    ap.add_argument("--tile-sweep", type=int, default=0, metavar="N",
+                    help="also time our tile variants 1..N-1 (_C.attention_set_tile_variant) per case")
     ap.add_argument("--out", type=Path, default=Path("bench/results/attention.json"))
     return ap
 
@@ -163,6 +165,26 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
         v_strides=(v.stride(0), v.stride(1), v.stride(2)), out_strides=(out.stride(0), out.stride(1), out.stride(2)),
         scale=d ** -0.5, causal=causal, dry_run=True)
     us = time_fn(torch, ours, args.reps, args.trials)
+    if args.tile_sweep:
+        sweep = {row["ours_kernel"]: round(case["flops"] / us / 1e6, 1)}
+        for variant in range(1, args.tile_sweep):
+            _C.attention_set_tile_variant(variant)
+            try:
+                ours()
+                torch.cuda.synchronize()
+                diff = max_diff(torch, out, mine)
+                name = _C.attention_forward(
+                    case["dtype"], q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
+                    q_strides=(q.stride(0), q.stride(1), q.stride(2)), k_strides=(k.stride(0), k.stride(1), k.stride(2)),
+                    v_strides=(v.stride(0), v.stride(1), v.stride(2)),
+                    out_strides=(out.stride(0), out.stride(1), out.stride(2)), scale=d ** -0.5, causal=causal,
+                    dry_run=True)
+                t = time_fn(torch, ours, args.reps, args.trials)
+                sweep[name] = round(case["flops"] / t / 1e6, 1) if diff <= 0.02 else f"wrong ({diff:.3g})"
+            finally:
+                _C.attention_set_tile_variant(0)
+        row["tile_sweep_tflops"] = sweep
+        print(f"  tile sweep: {sweep}", flush=True)
     row["ours_us"] = round(us, 1)
     row["ours_tflops"] = round(case["flops"] / us / 1e6, 1)
 

@@ -89,4 +89,8 @@ const char* attention_unsupported_reason(const AttentionParams& p);
 // Which kernel variant launch_attention would pick (tests and benchmarks).
 const char* attention_kernel_name(const AttentionParams& p);
 
+// Benchmark hook: selects the tile variant (0 = default) used for aligned rows
+// from now on, process-wide; returns the previous one. Out-of-range -> default.
+int attention_set_tile_variant(int variant);
+
 }  // namespace trt_fastops::attention

@@ -37,7 +37,7 @@ struct FlashArgs {
   int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss;
   int q_heads, group, q_len, kv_len, head_dim, v_head_dim;
   int bh_count, m_blocks;
-  float scale_log2;     // scale * log2(e), used without softcap
+  float scale_log2;     // scale * log2(e)
   float softcap;        // 0: none
   float scale_softcap;  // scale / softcap
   int causal;
@@ -48,9 +48,10 @@ struct FlashArgs {
   int64_t m_sb, m_sh, m_sq, m_sk, mask_kv_len;
 };
 
-template <int D, int BM, int BN, int WARPS>
+// MIN_BLOCKS: CTAs per SM to fit (caps registers at 65536 / (THREADS * MIN_BLOCKS)).
+template <int D, int BM, int BN, int WARPS, int MIN_BLOCKS>
 struct FlashConfig {
-  static constexpr int HEAD_DIM = D, BLOCK_M = BM, BLOCK_N = BN, NUM_WARPS = WARPS;
+  static constexpr int HEAD_DIM = D, BLOCK_M = BM, BLOCK_N = BN, NUM_WARPS = WARPS, BLOCKS_PER_SM = MIN_BLOCKS;
   static constexpr int THREADS = WARPS * 32;
   static constexpr int M_TILES = BM / (16 * WARPS);  // 16-row MMA tiles per warp
   static constexpr int N_TILES = BN / 8;             // 8-key score tiles
@@ -105,7 +106,7 @@ __device__ __forceinline__ float load_mask_value(const FlashArgs& a, const void*
 }
 
 template <typename T, typename CFG, bool ALIGNED>
-__global__ void __launch_bounds__(CFG::THREADS) flash_fwd_kernel(const FlashArgs a) {
+__global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_kernel(const FlashArgs a) {
   constexpr int D = CFG::HEAD_DIM, BM = CFG::BLOCK_M, BN = CFG::BLOCK_N;
   constexpr int MT = CFG::M_TILES, NT = CFG::N_TILES, DT = CFG::D_TILES, THREADS = CFG::THREADS;
   constexpr float NEG_INF = -std::numeric_limits<float>::infinity();
@@ -136,6 +137,10 @@ __global__ void __launch_bounds__(CFG::THREADS) flash_fwd_kernel(const FlashArgs
     if (visible < n_end) n_end = visible;
   }
   const int n_blocks = n_end > 0 ? int((n_end + BN - 1) / BN) : 0;
+  // Raw mode: row max over raw scores needs a positive scale.
+  const bool raw_scores = a.softcap <= 0.f && a.mask_kind != 2 && a.scale_log2 > 0.f;
+  const float exp_scale = raw_scores ? a.scale_log2 : 1.f;  // score units -> log2 units
+  const float cap_log2 = a.softcap * LOG2E;
 
   load_tile<T, D, BM, THREADS, ALIGNED>(s_q, q, a.q_ss, a.q_len - m0, a.head_dim, tid);
   if (n_blocks > 0) load_tile<T, D, BN, THREADS, ALIGNED>(s_k, k, a.k_ss, a.kv_len, a.head_dim, tid);
@@ -185,22 +190,18 @@ __global__ void __launch_bounds__(CFG::THREADS) flash_fwd_kernel(const FlashArgs
       }
     }
 
-    // Scores in log2 units: scale, softcap, then masks.
-    if (a.softcap > 0.f) {
-      const float cap_log2 = a.softcap * LOG2E;
+    // Scores stay raw (scale folded into the exponent, one FFMA per element)
+    // unless softcap or an additive mask needs them in log2 units first.
+    if (!raw_scores) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s[mt][nt][e] = cap_log2 * tanhf(s[mt][nt][e] * a.scale_softcap);
-    } else {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[mt][nt][e] *= a.scale_log2;
+          for (int e = 0; e < 4; ++e) {
+            const float x = s[mt][nt][e];
+            s[mt][nt][e] = a.softcap > 0.f ? cap_log2 * tanhf(x * a.scale_softcap) : x * a.scale_log2;
+          }
     }
     const int warp_m0 = m0 + warp_row0;
     const bool need_mask = n0 + BN > a.kv_len || a.mask_kind != 0 ||
@@ -251,8 +252,8 @@ __global__ void __launch_bounds__(CFG::THREADS) flash_fwd_kernel(const FlashArgs
         for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][hr * 2], s[mt][nt][hr * 2 + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_use = mx == NEG_INF ? 0.f : mx;  // fully masked so far: exp2(-inf - 0) = 0
-        const float alpha = fast_exp2(row_max[mt][hr] - m_use);
+        const float m_use = mx == NEG_INF ? 0.f : mx * exp_scale;  // fully masked so far: exp2(-inf - 0) = 0
+        const float alpha = fast_exp2(row_max[mt][hr] * exp_scale - m_use);
         row_max[mt][hr] = mx;
         float sum = row_sum[mt][hr] * alpha;
 #pragma unroll
@@ -262,8 +263,8 @@ __global__ void __launch_bounds__(CFG::THREADS) flash_fwd_kernel(const FlashArgs
         }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const float p0 = fast_exp2(s[mt][nt][hr * 2] - m_use);
-          const float p1 = fast_exp2(s[mt][nt][hr * 2 + 1] - m_use);
+          const float p0 = fast_exp2(fmaf(s[mt][nt][hr * 2], exp_scale, -m_use));
+          const float p1 = fast_exp2(fmaf(s[mt][nt][hr * 2 + 1], exp_scale, -m_use));
           s[mt][nt][hr * 2] = p0;
           s[mt][nt][hr * 2 + 1] = p1;
           sum += p0 + p1;
@@ -331,7 +332,7 @@ __global__ void __launch_bounds__(CFG::THREADS) flash_fwd_kernel(const FlashArgs
         }
       }
       if (a.lse != nullptr && t == 0) {
-        a.lse[int64_t(bh) * a.q_len + row] = sum > 0.f ? (row_max[mt][hr] + __log2f(sum)) * LN2 : NEG_INF;
+        a.lse[int64_t(bh) * a.q_len + row] = sum > 0.f ? (row_max[mt][hr] * exp_scale + __log2f(sum)) * LN2 : NEG_INF;
       }
     }
   }

@@ -3,21 +3,28 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "plugins/attention/attention.h"
 #include "plugins/attention/attention_kernels.cuh"
 #include "plugins/common/dispatch.cuh"
+#include "plugins/common/status.h"
 
 namespace trt_fastops::attention {
 namespace {
 
-// Tile shapes per head-dim bucket: 128 query rows per CTA, 8 warps of 16 rows
-// (two 16-row tiles per warp spill at 255 registers for d128); keys per step
-// shrink with the head dim to keep the accumulators in registers.
-using Config64 = FlashConfig<64, 128, 64, 8>;
-using Config128 = FlashConfig<128, 128, 64, 8>;
-using Config256 = FlashConfig<256, 128, 32, 8>;
+// Tile variants per head-dim bucket; the first is the default, the others
+// exist for the benchmark's tile sweep (attention_set_tile_variant) and are
+// built for aligned rows only. FlashConfig<D, BLOCK_M, BLOCK_N, WARPS, CTAs/SM>.
+using Variants64 = std::tuple<FlashConfig<64, 128, 64, 8, 2>, FlashConfig<64, 64, 64, 4, 4>,
+                              FlashConfig<64, 128, 128, 8, 1>, FlashConfig<64, 128, 64, 8, 1>>;
+using Variants128 = std::tuple<FlashConfig<128, 128, 64, 8, 1>, FlashConfig<128, 64, 64, 4, 2>,
+                               FlashConfig<128, 128, 32, 8, 2>, FlashConfig<128, 64, 32, 4, 3>>;
+using Variants256 = std::tuple<FlashConfig<256, 128, 32, 8, 1>>;
+
+std::atomic<int> g_tile_variant{0};
 
 int head_dim_bucket(const AttentionParams& p) {
   const int64_t d = std::max(p.head_dim, p.v_head_dim);
@@ -73,36 +80,62 @@ FlashArgs make_args(const AttentionParams& p, int block_m) {
 
 constexpr int MAX_DEVICES = 64;
 
-// Opting a kernel into more than 48 KiB of dynamic shared memory is per device.
-template <typename Kernel>
-cudaError_t allow_smem(Kernel kernel, int bytes) {
-  static std::atomic<bool> done[MAX_DEVICES];
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  if (device >= 0 && device < MAX_DEVICES && done[device].load(std::memory_order_acquire)) return cudaSuccess;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (err == cudaSuccess && device >= 0 && device < MAX_DEVICES) done[device].store(true, std::memory_order_release);
-  return err;
-}
-
 template <typename T, typename CFG, bool ALIGNED>
 cudaError_t launch_flash(const AttentionParams& p, cudaStream_t stream) {
   const FlashArgs a = make_args(p, CFG::BLOCK_M);
   auto kernel = flash_fwd_kernel<T, CFG, ALIGNED>;
-  cudaError_t err = allow_smem(kernel, CFG::SMEM_BYTES);
-  if (err != cudaSuccess) return err;
+  // Opting into more than 48 KiB of dynamic shared memory is per kernel and device.
+  static std::atomic<bool> smem_ready[MAX_DEVICES];
+  if constexpr (CFG::SMEM_BYTES > 48 * 1024) {
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    const bool cached = device >= 0 && device < MAX_DEVICES;
+    if (!cached || !smem_ready[device].load(std::memory_order_acquire)) {
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
+      if (err != cudaSuccess) return err;
+      if (cached) smem_ready[device].store(true, std::memory_order_release);
+    }
+  }
   const int64_t blocks = int64_t(a.m_blocks) * a.bh_count;
   kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a);
   return cudaGetLastError();
 }
 
-template <typename F>
-auto dispatch_config(int bucket, F&& f) {
+// f(TypeTag<CFG>) for variant `index` of a tuple of configs (index 0 when out of range).
+template <typename Tuple, size_t I = 0, typename F>
+auto dispatch_variant(int index, F&& f) {
+  if constexpr (I + 1 < std::tuple_size_v<Tuple>) {
+    if (index == int(I)) return f(TypeTag<std::tuple_element_t<I, Tuple>>{});
+    return dispatch_variant<Tuple, I + 1>(index, f);
+  } else {
+    return f(TypeTag<std::tuple_element_t<I, Tuple>>{});
+  }
+}
+
+// "flash_fwd<float16,d128,m128,n64,w8,b1>" (",unaligned" appended for element loads).
+template <typename T, typename CFG>
+const char* kernel_name(bool aligned) {
+  static const std::string names[2] = {
+      str_cat("flash_fwd<", dtype_name(std::is_same_v<T, __half> ? DType::f16 : DType::bf16), ",d", CFG::HEAD_DIM,
+              ",m", CFG::BLOCK_M, ",n", CFG::BLOCK_N, ",w", CFG::NUM_WARPS, ",b", CFG::BLOCKS_PER_SM, ",unaligned>"),
+      str_cat("flash_fwd<", dtype_name(std::is_same_v<T, __half> ? DType::f16 : DType::bf16), ",d", CFG::HEAD_DIM,
+              ",m", CFG::BLOCK_M, ",n", CFG::BLOCK_N, ",w", CFG::NUM_WARPS, ",b", CFG::BLOCKS_PER_SM, ">")};
+  return names[aligned].c_str();
+}
+
+// f(TypeTag<CFG>) for the bucket's tile variant; DEFAULT_ONLY instantiates variant 0 alone.
+template <bool DEFAULT_ONLY, typename F>
+auto dispatch_config(int bucket, int variant, F&& f) {
+  auto pick = [&](auto variants) {
+    using Tuple = typename decltype(variants)::type;
+    if constexpr (DEFAULT_ONLY) return f(TypeTag<std::tuple_element_t<0, Tuple>>{});
+    else return dispatch_variant<Tuple>(variant, f);
+  };
   return dispatch_int<64, 128, 256>(bucket, [&](auto D) {
-    if constexpr (D.value == 64) return f(TypeTag<Config64>{});
-    else if constexpr (D.value == 128) return f(TypeTag<Config128>{});
-    else return f(TypeTag<Config256>{});
+    if constexpr (D.value == 64) return pick(TypeTag<Variants64>{});
+    else if constexpr (D.value == 128) return pick(TypeTag<Variants128>{});
+    else return pick(TypeTag<Variants256>{});
   });
 }
 
@@ -130,16 +163,16 @@ const char* attention_unsupported_reason(const AttentionParams& p) {
 
 const char* attention_kernel_name(const AttentionParams& p) {
   if (attention_unsupported_reason(p) != nullptr) return "unsupported";
-  static const char* const NAMES[2][3][2] = {
-      {{"flash_fwd<float16,d64,m128,n64,w8,unaligned>", "flash_fwd<float16,d64,m128,n64,w8>"},
-       {"flash_fwd<float16,d128,m128,n64,w8,unaligned>", "flash_fwd<float16,d128,m128,n64,w8>"},
-       {"flash_fwd<float16,d256,m128,n32,w8,unaligned>", "flash_fwd<float16,d256,m128,n32,w8>"}},
-      {{"flash_fwd<bfloat16,d64,m128,n64,w8,unaligned>", "flash_fwd<bfloat16,d64,m128,n64,w8>"},
-       {"flash_fwd<bfloat16,d128,m128,n64,w8,unaligned>", "flash_fwd<bfloat16,d128,m128,n64,w8>"},
-       {"flash_fwd<bfloat16,d256,m128,n32,w8,unaligned>", "flash_fwd<bfloat16,d256,m128,n32,w8>"}}};
-  const int bucket = head_dim_bucket(p);
-  return NAMES[p.dtype == DType::bf16][bucket == 64 ? 0 : bucket == 128 ? 1 : 2][rows_aligned(p)];
+  const bool aligned = rows_aligned(p);
+  return dispatch_dtype(p.dtype, [&](auto tag) -> const char* {
+    using T = typename decltype(tag)::type;
+    auto name = [&](auto cfg) { return kernel_name<T, typename decltype(cfg)::type>(aligned); };
+    if (!aligned) return dispatch_config<true>(head_dim_bucket(p), 0, name);
+    return dispatch_config<false>(head_dim_bucket(p), g_tile_variant.load(std::memory_order_relaxed), name);
+  });
 }
+
+int attention_set_tile_variant(int variant) { return g_tile_variant.exchange(variant); }
 
 cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
   if (attention_unsupported_reason(p) != nullptr) return cudaErrorInvalidValue;
@@ -149,11 +182,13 @@ cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
     if constexpr (std::is_same_v<T, float>) {
       return cudaErrorInvalidValue;
     } else {
-      return dispatch_config(head_dim_bucket(p), [&](auto cfg) {
-        using CFG = typename decltype(cfg)::type;
-        return dispatch_bool(rows_aligned(p), [&](auto ALIGNED) {
-          return launch_flash<T, CFG, ALIGNED.value>(p, stream);
+      if (!rows_aligned(p)) {
+        return dispatch_config<true>(head_dim_bucket(p), 0, [&](auto cfg) {
+          return launch_flash<T, typename decltype(cfg)::type, false>(p, stream);
         });
+      }
+      return dispatch_config<false>(head_dim_bucket(p), g_tile_variant.load(std::memory_order_relaxed), [&](auto cfg) {
+        return launch_flash<T, typename decltype(cfg)::type, true>(p, stream);
       });
     }
   });
