@@ -419,6 +419,73 @@ def test_empty(sizes, rank):
     check("float32", feeds, attrs, outs)
 
 
+def test_empty_with_mask():
+    """A mask broadcast over a 0-sized dim has no elements; nothing to compute."""
+    rng = np.random.default_rng(61)
+    for kind in ("bool", "additive"):
+        feeds, attrs = make_case(rng, "float16", q_len=0, mask=kind, mask_shape=(0, 7))
+        check("float16", feeds, attrs)
+        feeds, attrs = make_case(rng, "float16", batch=0, mask=kind, mask_shape=(0, 4, 5, 7))
+        check("float16", feeds, attrs)
+
+
+def compact(model, drop):
+    """The rewriter's --plugin-attributes form: the node's inputs without the
+    slots in `drop` (no empty names) and 'inputs' = bitmask of the slots kept."""
+    node = model.graph.node[[n.op_type for n in model.graph.node].index("Attention")]
+    names = list(node.input) + [""] * (len(INPUTS) - len(node.input))
+    kept = [(i, n) for i, n in enumerate(names) if n and i not in drop]
+    del node.input[:]
+    node.input.extend(n for _, n in kept)
+    node.attribute.append(helper.make_attribute("inputs", sum(1 << i for i, _ in kept)))
+    return model
+
+
+@pytest.mark.parametrize("rank", [4, 3])
+def test_inputs_outputs_bitmask_attributes(rank):
+    """past_key / past_value without attn_mask, as TensorRT needs it: no empty input
+    name, 'inputs' = 0b110111 names the slots; 'outputs' = 7 (Y, present_key, present_value)."""
+    rng = np.random.default_rng(62)
+    outs = ("Y", "present_key", "present_value")
+    feeds, attrs = make_case(rng, "float16", rank=rank, past_len=3, attrs={"is_causal": 1})
+    model = compact(model_for("float16", feeds, attrs, outs), drop=())
+    model.graph.node[0].attribute.append(helper.make_attribute("outputs", 7))
+    assert list(model.graph.node[0].input) == ["Q", "K", "V", "past_key", "past_value"]
+    check("float16", feeds, attrs, outs, sess=make_session(model))
+    # With a mask too: nothing dropped, the mask says every slot.
+    feeds, attrs = make_case(rng, "float16", rank=rank, past_len=3, mask="bool", mask_shape=(5, 10))
+    model = compact(model_for("float16", feeds, attrs, outs), drop=())
+    check("float16", feeds, attrs, outs, sess=make_session(model))
+    # Only Y requested with 'outputs' = 1.
+    feeds, attrs = make_case(rng, "float16", rank=rank, past_len=2)
+    model = compact(model_for("float16", feeds, attrs), drop=())
+    model.graph.node[0].attribute.append(helper.make_attribute("outputs", 1))
+    check("float16", feeds, attrs, sess=make_session(model))
+
+
+def test_inputs_outputs_bitmask_errors():
+    rng = np.random.default_rng(63)
+    feeds, attrs = make_case(rng, "float32", past_len=3)
+    gf = graph_feeds(feeds, "float32")
+    model = compact(model_for("float32", feeds, attrs), drop=())
+    model.graph.node[0].attribute[-1].i = 0b000111  # names 3 slots, the node has 5 inputs
+    expect_error(model, gf, "Attention: the node has 5 inputs, but attribute 'inputs' = 7 names 3")
+    model = compact(model_for("float32", feeds, attrs), drop=())
+    model.graph.node[0].attribute[-1].i = 64
+    expect_error(model, gf, "Attention: attribute 'inputs' is 64, expected a bitmask over the 6 input slots")
+    model = model_for("float32", feeds, attrs, ("Y", "present_key"))
+    model.graph.node[0].attribute.append(helper.make_attribute("outputs", 1))
+    expect_error(model, gf, "Attention: output 'present_key' (index 1) is used but attribute 'outputs' = 1 "
+                            "does not include it")
+    model = model_for("float32", feeds, attrs)
+    model.graph.node[0].attribute.append(helper.make_attribute("outputs", 2))
+    expect_error(model, gf, "Attention: attribute 'outputs' is 2, expected a bitmask over the 4 output slots with "
+                            "bit 0 (Y) set")
+    model = model_for("float32", feeds, attrs)
+    model.graph.node[0].attribute.append(helper.make_attribute("inputs", 1.5))
+    expect_error(model, gf, "Attention: attribute 'inputs' is a float, expected an int (a bitmask of input slots)")
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_dynamic_shapes_one_session(dtype):
     """Symbolic dims at graph time; one session runs many shapes."""

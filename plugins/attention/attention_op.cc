@@ -578,6 +578,14 @@ Status make_attention_params(const AttentionAttrs& attrs, const AttentionShapes&
     p.mask_stride_q = strides[2];
     p.mask_stride_k = 1;
     p.mask_kv_len = sh.mask_dims[size_t(r - 1)];
+    // No elements but keys in its last dim: a leading dim is 0, so it broadcasts
+    // to a 0-sized dim and the problem is empty. Nothing is read; drop it so a
+    // null data pointer is not mistaken for a missing mask.
+    if (mask_numel == 0 && p.mask_kv_len > 0) {
+      p.mask_kind = MaskKind::none;
+      p.mask = nullptr;
+      p.mask_kv_len = 0;
+    }
   }
 
   // Tensors that hold data must have it (messages built only on failure: hot path).

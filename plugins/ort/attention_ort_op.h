@@ -12,6 +12,8 @@
 // (launch_attention_copy) and launch_attention on the kernel context's stream.
 // float32 on the CUDA EP is refused at session creation (the kernel is
 // float16 / bfloat16 only): cast, or run the node on CPUExecutionProvider.
+// Optional int attributes 'inputs' / 'outputs' (bitmasks of the present input /
+// output slots, plugins/trt/README.md) are honoured as the norm ops do.
 #pragma once
 
 #include <onnxruntime_c_api.h>
@@ -29,6 +31,11 @@ struct AttentionFamily {
   struct Kernel : OrtKernelBase<Op> {
     attention::AttentionAttrs attrs;
     std::vector<bool> outputs_present;
+    // Node input position -> op input slot; empty (positions are slots) unless
+    // the node has the int attribute 'inputs' (a bitmask of the slots present,
+    // the TensorRT plugin's field), which lets a node leave out a middle
+    // optional input (past_key without attn_mask) without an empty name.
+    std::vector<int> input_slots;
   };
 
   static const Signature& signature(Op op) { return attention::attention_signature(op); }

@@ -1,0 +1,351 @@
+"""trt_fastops Attention on ONNX Runtime's CUDA execution provider (our CUDA
+kernel via launch_attention, present K/V via launch_attention_copy), against
+the float64 reference of tests/test_attention_ort_cpu.py.
+
+Every session has session.disable_cpu_ep_fallback = 1 and only the CUDA EP,
+so a node cannot silently run on CPU (the bfloat16 Casts run on CUDA too).
+Outputs are bound to NaN-filled device buffers. Two tests run under the CUDA
+EP's CUDA graphs (enable_cuda_graph=1, IO binding with device OrtValues,
+replays with new inputs copied in place and outputs re-poisoned).
+
+The CUDA kernel takes float16 / bfloat16; float32 is refused at session
+creation (test_cuda_float32_refused).
+
+Needs onnxruntime-gpu (fixture ort_cuda). TRT_FASTOPS_ORT_TEST_EP=CPUExecutionProvider
+runs the same tests on the CPU EP (device buffers become host buffers, no CUDA
+graph, the float32 refusal test skips), to check the test itself without a GPU:
+    TRT_FASTOPS_ORT_TEST_EP=CPUExecutionProvider python -m pytest --noconftest tests/gpu/test_attention_ort_cuda.py
+"""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+EP = os.environ.get("TRT_FASTOPS_ORT_TEST_EP", "CUDAExecutionProvider")
+ON_CUDA = EP == "CUDAExecutionProvider"
+DEVICE = "cuda" if ON_CUDA else "cpu"
+
+# Shared helpers and the float64 reference live in the CPU test module.
+_spec = importlib.util.spec_from_file_location(
+    "trt_fastops_test_attention_ort_cpu", Path(__file__).resolve().parents[1] / "test_attention_ort_cpu.py")
+cpu = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cpu)
+
+from trt_fastops.ort import make_session  # noqa: E402
+
+DTYPES = ["float16", "bfloat16"]
+# float32 math on the GPU with 16-bit inputs and (typically) 16-bit softmax
+# probabilities in the P @ V product: looser than the CPU op's few ulps.
+TOL = {"float16": 4e-3, "bfloat16": 2.5e-2}
+ALL_OUTS = ("Y", "present_key", "present_value")
+
+
+@pytest.fixture(scope="module")
+def ort_ep(request):
+    """onnxruntime with the EP under test (CUDA unless overridden)."""
+    if ON_CUDA:
+        return request.getfixturevalue("ort_cuda")
+    return pytest.importorskip("onnxruntime")
+
+
+def session(ort, model, *, cuda_graph=False):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if ON_CUDA:
+        # No silent CPU fallback: session creation fails if a node would leave the CUDA EP.
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    sess = make_session(model, (EP,), cuda_graph=cuda_graph and ON_CUDA, session_options=so)
+    assert sess.get_providers()[0] == EP, sess.get_providers()
+    return sess
+
+
+def device_value(ort, arr, keep):
+    """OrtValue on DEVICE holding a copy of `arr`. Host OrtValues borrow the
+    numpy memory, so the array is kept referenced in `keep`."""
+    arr = np.ascontiguousarray(arr)
+    keep.append(arr)
+    return ort.OrtValue.ortvalue_from_numpy(arr, DEVICE, 0)
+
+
+def run_device(ort, sess, feeds, specs):
+    """Run with host inputs and outputs bound to NaN-filled device buffers
+    (zero-element outputs are left to ORT). Returns graph output name -> array."""
+    io = sess.io_binding()
+    keep = []
+    for name, arr in feeds.items():
+        io.bind_cpu_input(name, np.ascontiguousarray(arr))
+    names = []
+    for name, (shape, npdt) in specs.items():
+        if int(np.prod(shape)) > 0:
+            io.bind_ortvalue_output(name, device_value(ort, np.full(shape, np.nan, dtype=npdt), keep))
+        else:
+            io.bind_output(name, "cpu")
+        names.append(name)
+    sess.run_with_iobinding(io)
+    io.synchronize_outputs()
+    # Copy now: on the host, numpy() views memory that `keep` owns.
+    return {n: np.array(v.numpy(), copy=True) for n, v in zip(names, io.get_outputs())}
+
+
+def check(ort, dtype, feeds, attrs, outputs=("Y",), *, sess=None, graph_shapes=None, what="", tol_scale=1.0):
+    if sess is None:
+        sess = session(ort, cpu.model_for(dtype, feeds, attrs, outputs, graph_shapes))
+    ref = cpu.reference(feeds, attrs, outputs)
+    got = run_device(ort, sess, cpu.graph_feeds(feeds, dtype), cpu.out_specs(dtype, outputs, ref))
+    cpu.compare(dtype, got, ref, outputs, what, TOL[dtype] * tol_scale)
+    return sess
+
+
+# ---------------------------------------------------------------------------
+
+# (batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_head_dim): the CPU test's
+# configurations plus sizes that cross the kernel's tiles and head-dim buckets.
+CONFIGS = cpu.CONFIGS + [
+    (2, 8, 8, 128, 128, 64, 64),
+    (1, 16, 4, 257, 300, 128, 128),
+    (2, 4, 1, 1, 4097, 128, 128),     # decode over a long cache
+    (1, 2, 2, 64, 64, 96, 96),
+    (1, 4, 2, 70, 33, 80, 48),        # head dims not powers of two
+    (1, 2, 1, 100, 100, 256, 256),
+    (1, 3, 3, 17, 19, 40, 24),
+    (1, 2, 2, 9, 9, 7, 5),            # head dims not multiples of 8 (unaligned rows)
+]
+CONFIG_IDS = cpu.CONFIG_IDS + ["s128", "gqa257x300", "decode4097", "d96", "d80v48", "d256s100", "d40v24", "d7v5"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rank", [4, 3])
+@pytest.mark.parametrize("cfg", CONFIGS, ids=CONFIG_IDS)
+def test_cuda_shapes(ort_ep, cfg, rank, dtype):
+    b, hq, hkv, sq, skv, d, dv = cfg
+    rng = np.random.default_rng(hash((cfg, rank, dtype)) % 2**32)
+    feeds, attrs = cpu.make_case(rng, dtype, batch=b, q_heads=hq, kv_heads=hkv, q_len=sq, kv_len=skv, head_dim=d,
+                                 v_head_dim=dv, rank=rank)
+    check(ort_ep, dtype, feeds, attrs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rank", [4, 3])
+@pytest.mark.parametrize("sq,skv,past", [(6, 6, None), (4, 9, None), (9, 4, None), (1, 1, None), (3, 3, 5),
+                                         (1, 1, 12), (5, 2, 3), (4, 4, 0), (200, 200, None), (130, 70, None),
+                                         (64, 64, 200), (1, 1, 1000)])
+def test_cuda_causal(ort_ep, sq, skv, past, rank, dtype):
+    rng = np.random.default_rng(sq * 100 + skv * 10 + (past or 0) + rank)
+    feeds, attrs = cpu.make_case(rng, dtype, q_len=sq, kv_len=skv, past_len=past, rank=rank, head_dim=64,
+                                 attrs={"is_causal": 1})
+    outs = ALL_OUTS if past is not None else ("Y",)
+    check(ort_ep, dtype, feeds, attrs, outs, what=f"sq={sq} skv={skv} past={past}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+@pytest.mark.parametrize("mask_shape", cpu.MASK_SHAPES, ids=["x".join(map(str, s)) for s in cpu.MASK_SHAPES])
+def test_cuda_masks(ort_ep, mask_shape, kind, dtype):
+    rng = np.random.default_rng(hash((mask_shape, kind, dtype)) % 2**32)
+    feeds, attrs = cpu.make_case(rng, dtype, batch=2, q_heads=4, kv_heads=2, q_len=5, kv_len=4, past_len=3,
+                                 mask=kind, mask_shape=mask_shape)
+    check(ort_ep, dtype, feeds, attrs, ALL_OUTS)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_cuda_masks_long(ort_ep, kind, dtype):
+    """Masks over many key tiles, broadcast and short, with and without causal."""
+    rng = np.random.default_rng(len(kind) + DTYPES.index(dtype))
+    for sq, skv, mask_shape, causal in [(100, 300, (2, 1, 100, 300), 0), (100, 300, (100, 250), 1),
+                                        (1, 2000, (2, 8, 1, 2000), 0), (77, 77, (1, 8, 1, 77), 1)]:
+        feeds, attrs = cpu.make_case(rng, dtype, batch=2, q_heads=8, kv_heads=2, q_len=sq, kv_len=skv, head_dim=64,
+                                     mask=kind, mask_shape=mask_shape, attrs={"is_causal": causal})
+        check(ort_ep, dtype, feeds, attrs, what=f"sq={sq} skv={skv} mask={mask_shape} causal={causal}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("softcap,scale", [(2.0, None), (0.5, None), (30.0, 0.3), (None, 0.01), (None, 2.5),
+                                           (None, 0.0)])
+def test_cuda_softcap_and_scale(ort_ep, softcap, scale, dtype):
+    rng = np.random.default_rng(17)
+    attrs = {}
+    if softcap is not None:
+        attrs["softcap"] = softcap
+    if scale is not None:
+        attrs["scale"] = scale
+    for rank, sq, skv in [(4, 5, 7), (3, 5, 7), (4, 100, 150)]:
+        feeds, attrs_r = cpu.make_case(rng, dtype, rank=rank, q_len=sq, kv_len=skv, head_dim=64, attrs=attrs,
+                                       q_scale=3.0, mask="additive", mask_shape=(sq, skv))
+        check(ort_ep, dtype, feeds, attrs_r, what=f"rank {rank} sq={sq} skv={skv}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rank", [4, 3])
+@pytest.mark.parametrize("outs", [ALL_OUTS, ("Y",), ("Y", "present_key"), ("Y", "present_value")],
+                         ids=["both", "none", "key", "value"])
+@pytest.mark.parametrize("heads", [(4, 4), (8, 2), (6, 1)], ids=["mha", "gqa", "mqa"])
+def test_cuda_past_and_present(ort_ep, heads, outs, rank, dtype):
+    """present = concat(past, new); without the present outputs the concatenation
+    goes to scratch from ORT's allocator."""
+    hq, hkv = heads
+    rng = np.random.default_rng(hash((heads, outs, rank, dtype)) % 2**32)
+    for sq, skv, past, d, dv in [(1, 1, 9, 64, 64), (4, 4, 6, 64, 32), (3, 5, 0, 128, 128), (2, 3, 1, 8, 8),
+                                 (1, 1, 511, 128, 128), (16, 16, 100, 64, 64)]:
+        feeds, attrs = cpu.make_case(rng, dtype, q_heads=hq, kv_heads=hkv, q_len=sq, kv_len=skv, past_len=past,
+                                     head_dim=d, v_head_dim=dv, rank=rank, mask="bool", mask_shape=(sq, skv + past),
+                                     attrs={"is_causal": 1})
+        check(ort_ep, dtype, feeds, attrs, outs, what=f"sq={sq} skv={skv} past={past} d={d} dv={dv}")
+
+
+@pytest.mark.parametrize("rank", [4, 3])
+def test_cuda_present_without_past(ort_ep, rank):
+    rng = np.random.default_rng(40 + rank)
+    feeds, attrs = cpu.make_case(rng, "float16", rank=rank, kv_heads=2, q_heads=4, v_head_dim=6)
+    check(ort_ep, "float16", feeds, attrs, ALL_OUTS)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_fully_masked_rows_are_zero(ort_ep, dtype):
+    rng = np.random.default_rng(5)
+    feeds, attrs = cpu.make_case(rng, dtype, mask="bool", mask_shape=(5, 7))
+    feeds["attn_mask"][1] = False
+    feeds["attn_mask"][3] = False
+    check(ort_ep, dtype, feeds, attrs)
+    feeds, attrs = cpu.make_case(rng, dtype, mask="additive", mask_shape=(1, 1, 5, 7))
+    feeds["attn_mask"][..., 2, :] = -np.inf
+    check(ort_ep, dtype, feeds, attrs)
+    feeds, attrs = cpu.make_case(rng, dtype, mask="bool", mask_shape=(5, 0))
+    check(ort_ep, dtype, feeds, attrs)
+    feeds, attrs = cpu.make_case(rng, dtype, q_len=70, kv_len=300, head_dim=64, mask="bool",
+                                 mask_shape=(2, 1, 70, 300))
+    feeds["attn_mask"][:, :, ::3] = False  # every third query row of every batch sees nothing
+    check(ort_ep, dtype, feeds, attrs)
+
+
+@pytest.mark.parametrize("rank", [4, 3])
+@pytest.mark.parametrize("sizes", [dict(batch=0), dict(q_len=0), dict(kv_len=0), dict(kv_len=0, past_len=0),
+                                   dict(kv_len=0, past_len=3)], ids=["b0", "sq0", "skv0", "total0", "skv0past3"])
+def test_cuda_empty(ort_ep, sizes, rank):
+    rng = np.random.default_rng(6)
+    feeds, attrs = cpu.make_case(rng, "float16", rank=rank, **sizes)
+    outs = ALL_OUTS if "past_len" in sizes else ("Y",)
+    check(ort_ep, "float16", feeds, attrs, outs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_dynamic_shapes_one_session(ort_ep, dtype):
+    rng = np.random.default_rng(7)
+    shapes = {"Q": ["b", 8, "sq", 64], "K": ["b", 2, "skv", 64], "V": ["b", 2, "skv", 64],
+              "attn_mask": ["sq", "t"], "past_key": ["b", 2, "p", 64], "past_value": ["b", 2, "p", 64]}
+    probe, attrs = cpu.make_case(rng, dtype, q_heads=8, head_dim=64, past_len=2, mask="bool", mask_shape=(5, 9),
+                                 attrs={"is_causal": 1})
+    sess = session(ort_ep, cpu.model_for(dtype, probe, attrs, ALL_OUTS, graph_shapes=shapes))
+    for b, sq, skv, p in [(1, 1, 1, 8), (2, 5, 5, 0), (3, 2, 7, 4), (1, 16, 16, 16), (2, 128, 128, 0),
+                          (1, 1, 1, 2047), (4, 33, 33, 95)]:
+        feeds, _ = cpu.make_case(rng, dtype, batch=b, q_heads=8, head_dim=64, q_len=sq, kv_len=skv, past_len=p,
+                                 mask="bool", mask_shape=(sq, skv + p), attrs={"is_causal": 1})
+        check(ort_ep, dtype, feeds, attrs, ALL_OUTS, sess=sess, what=f"b={b} sq={sq} skv={skv} p={p}")
+
+
+def _graph_replays(ort_ep, dtype, outs, rng, *, batch=2, q_heads=8, kv_heads=2, past=63, head_dim=64):
+    """One decode step (q_len = kv_len = 1 over a fixed past) captured as a CUDA graph
+    and replayed: inputs copied into the bound device values in place, outputs
+    re-poisoned each run, so a replay that ignored either would be caught. ORT
+    captures after its warm-up runs; 8 runs cover warm-up, capture and replays."""
+    kw = dict(batch=batch, q_heads=q_heads, kv_heads=kv_heads, q_len=1, kv_len=1, past_len=past,
+              head_dim=head_dim, mask="bool", mask_shape=(batch, 1, 1, past + 1), attrs={"is_causal": 1})
+    feeds, attrs = cpu.make_case(rng, dtype, **kw)
+    sess = session(ort_ep, cpu.model_for(dtype, feeds, attrs, outs), cuda_graph=True)
+    ref = cpu.reference(feeds, attrs, outs)
+    specs = cpu.out_specs(dtype, outs, ref)
+    keep = []
+    gfeeds = cpu.graph_feeds(feeds, dtype)
+    in_vals = {n: device_value(ort_ep, v, keep) for n, v in gfeeds.items()}
+    out_vals = {n: device_value(ort_ep, np.full(shape, np.nan, npdt), keep) for n, (shape, npdt) in specs.items()}
+    io = sess.io_binding()
+    for n, v in in_vals.items():
+        io.bind_ortvalue_input(n, v)
+    for n, v in out_vals.items():
+        io.bind_ortvalue_output(n, v)
+    for it in range(8):
+        if it > 0:
+            feeds, _ = cpu.make_case(rng, dtype, **kw)
+            for n, v in cpu.graph_feeds(feeds, dtype).items():
+                in_vals[n].update_inplace(np.ascontiguousarray(v))
+            for n, (shape, npdt) in specs.items():
+                out_vals[n].update_inplace(np.full(shape, np.nan, npdt))
+        sess.run_with_iobinding(io)
+        io.synchronize_outputs()
+        got = dict(zip(out_vals, (np.array(v.numpy(), copy=True) for v in io.get_outputs())))
+        cpu.compare(dtype, got, cpu.reference(feeds, attrs, outs), outs, f"run {it}", TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_graph_replays(ort_ep, dtype):
+    """enable_cuda_graph=1 with present_key / present_value outputs (the usual decode step)."""
+    _graph_replays(ort_ep, dtype, ALL_OUTS, np.random.default_rng(70 + DTYPES.index(dtype)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_graph_replays_scratch(ort_ep, dtype):
+    """enable_cuda_graph=1 with past but no present outputs: the concatenated K/V lives
+    in scratch from ORT's allocator, allocated inside the captured run."""
+    _graph_replays(ort_ep, dtype, ("Y",), np.random.default_rng(80 + DTYPES.index(dtype)), past=200)
+
+
+def test_cuda_float32_refused(ort_ep):
+    """The CUDA kernel is float16 / bfloat16 only: a float32 node on the CUDA EP is
+    refused at session creation with the op's message (no silent CPU fallback here)."""
+    if not ON_CUDA:
+        pytest.skip("the float32 refusal is specific to the CUDA EP")
+    rng = np.random.default_rng(90)
+    feeds, attrs = cpu.make_case(rng, "float32")
+    with pytest.raises(Exception) as e:
+        session(ort_ep, cpu.model_for("float32", feeds, attrs))
+    assert ("Attention: input 'Q' (index 0) is float32; the CUDA kernel supports float16 and bfloat16 only"
+            in str(e.value)), str(e.value)
+
+
+def test_cuda_errors_are_ours_and_survivable(ort_ep):
+    rng = np.random.default_rng(91)
+    # Session creation: dtype mismatch on the CUDA EP.
+    model = cpu.build_model("float16", {"Q": [2, 4, 5, 8], "K": [2, 2, 7, 8], "V": [2, 2, 7, 8]}, ("Y",),
+                            in_dtypes={"K": "float32"})
+    with pytest.raises(Exception) as e:
+        session(ort_ep, model)
+    assert "Attention: input 'K' (index 1) is float32, expected float16 (the dtype of Q)" in str(e.value)
+    # Run time: V's sequence length does not match K's.
+    shapes = {"Q": ["b", 4, "sq", 8], "K": ["b", 2, "skv", 8], "V": ["b", 2, "skv2", 8]}
+    feeds, attrs = cpu.make_case(rng, "float16")
+    sess = session(ort_ep, cpu.model_for("float16", feeds, attrs, graph_shapes=shapes))
+    bad = dict(feeds)
+    bad["V"] = cpu.rand(rng, (2, 2, 6, 8), "float16")
+    with pytest.raises(Exception) as e:
+        sess.run(None, bad)
+    assert "Attention: input 'V' (index 2) has shape [2, 2, 6, 8]: its dim 2 (kv_seq) is 6, expected 7" in str(e.value)
+    # The same session still works afterwards.
+    check(ort_ep, "float16", feeds, attrs, sess=sess)
+
+
+def test_cuda_many_sessions_and_threads(ort_ep):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(92)
+    dtype = "float16"
+    shapes = {"Q": ["b", 8, "sq", 64], "K": ["b", 2, "skv", 64], "V": ["b", 2, "skv", 64],
+              "past_key": ["b", 2, "p", 64], "past_value": ["b", 2, "p", 64]}
+    probe, attrs = cpu.make_case(rng, dtype, q_heads=8, head_dim=64, past_len=3, attrs={"is_causal": 1})
+    model = cpu.model_for(dtype, probe, attrs, ALL_OUTS, graph_shapes=shapes)
+    sessions = [session(ort_ep, model) for _ in range(4)]
+    cases = [cpu.make_case(rng, dtype, batch=b, q_heads=8, head_dim=64, q_len=s, kv_len=s, past_len=p,
+                           attrs={"is_causal": 1})[0]
+             for b, s, p in itertools.product((1, 3), (1, 40), (0, 100))]
+
+    def work(i):
+        check(ort_ep, dtype, cases[i % len(cases)], attrs, ALL_OUTS, sess=sessions[i % len(sessions)], what=f"job {i}")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(32)))
