@@ -9,7 +9,9 @@
 
 Rules (one per module, each an onnxscript RewriteRuleClassBase with pattern / check / rewrite):
 layer_norm, layer_norm_decomposed -> LayerNorm; skip_layer_norm -> SkipLayerNorm;
-rms_norm, rms_norm_decomposed, skip_rms_norm -> RMSNorm; conv -> Conv, conv_transpose ->
+rms_norm, rms_norm_decomposed, skip_rms_norm -> RMSNorm; attention (the ONNX Attention op),
+attention_decomposed (MatMul / scale / mask / Softmax / MatMul as exporters write it) and
+attention_mha (com.microsoft MultiHeadAttention) -> Attention; conv -> Conv, conv_transpose ->
 ConvTranspose (each with a folded activation when one follows). The norm and conv rules run
 first (largest patterns first), then the skip fusions, with dead-code removal after each pass.
 
@@ -270,6 +272,10 @@ def _run(model: ir.Model, ops: list[str], *, plugin_attributes: bool, conv: str 
                 # a Sum output may feed nodes placed before the new node
                 ir_passes.TopologicalSortPass()(model)
     ir_passes.RemoveUnusedNodesPass()(model)
+    if recorder.rewrites:
+        # shapes of the values the rules emitted with standard ops (Transpose, Cast, Where, ...),
+        # so that the output has the value_info a second rewrite would add (idempotence)
+        ir_passes.ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
     report = RewriteReport(ops=list(ops), conv=conv)
     _tidy_names(model, recorder)
     _collect(model, recorder, report)

@@ -573,9 +573,7 @@ def _walk_scores(s: ir.Value, core: list) -> Plan:
                 if val == 0:
                     raise Refuse(f"{describe(node)} divides the scores by 0", node)
                 val = 1.0 / val
-            if seen_softcap:
-                pass  # the scale is applied before the softcap: the usual order
-            plan.scale *= val
+            plan.scale *= val  # upstream of a softcap seen so far: the usual order
             seen_scale = True
             core.append(node)
             s = chain
