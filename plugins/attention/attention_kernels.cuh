@@ -10,8 +10,7 @@
 // Each warp owns M_TILES 16-row slices; the score matrix never leaves registers.
 // Pipeline (FlashAttention-2's): K_j and V_j single-buffered, V_j is fetched
 // while S_j is computed and K_{j+1} while P_j V_j is.
-// Shared-memory rows hold HEAD_DIM 16-bit values; 16-byte chunks are XOR-swizzled
-// by row so that the 8 rows one ldmatrix phase reads hit distinct banks.
+// Shared-memory rows hold HEAD_DIM 16-bit values plus 16 bytes of padding.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +40,7 @@ struct FlashArgs {
   float softcap;        // 0: none
   float scale_softcap;  // scale / softcap
   int causal;
-  int64_t causal_offset;
+  int causal_offset;  // clamped by the launcher to [-q_len - 1, kv_len + 1]
   int mask_kind;   // MaskKind
   int mask_dtype;  // DType of an additive mask
   const void* mask;
@@ -56,15 +55,23 @@ struct FlashConfig {
   static constexpr int M_TILES = BM / (16 * WARPS);  // 16-row MMA tiles per warp
   static constexpr int N_TILES = BN / 8;             // 8-key score tiles
   static constexpr int D_TILES = D / 8;              // 8-wide output tiles
-  static constexpr int SMEM_BYTES = (BM + 2 * BN) * D * 2;
+  static constexpr int SMEM_BYTES = (BM + 2 * BN) * (D + 8) * 2;
   static_assert(M_TILES >= 1 && BM == M_TILES * 16 * WARPS, "BLOCK_M must split into 16-row warp tiles");
   static_assert(BN % 16 == 0 && D % 16 == 0, "tiles are multiples of 16");
 };
 
-// Element offset of (row, 16-byte chunk) in a swizzled [rows, D] tile.
+// Shared-memory rows are padded by 16 bytes: the 8 rows one ldmatrix phase
+// reads then start 4 banks apart (conflict-free), and every fragment address
+// is a per-thread base plus a compile-time offset (an XOR swizzle needs one
+// register per distinct address, which spills at two 16-row tiles per warp).
+template <int D>
+constexpr int smem_stride() {
+  return D + 8;
+}
+// Element offset of (row, 16-byte chunk) in a [rows, D] tile.
 template <int D>
 __device__ __forceinline__ int swizzle(int row, int chunk) {
-  return row * D + ((chunk & ~7) | ((chunk ^ row) & 7)) * 8;
+  return row * smem_stride<D>() + chunk * 8;
 }
 
 // Copies rows [0, ROWS) x dims [0, D) of a tile into shared memory; rows >=
@@ -74,26 +81,30 @@ template <typename T, int D, int ROWS, int THREADS, bool ALIGNED>
 __device__ __forceinline__ void load_tile(T* smem, const T* __restrict__ src, int64_t row_stride, int rows_valid,
                                           int dims_valid, int tid) {
   constexpr int CHUNKS = D / 8;
-  constexpr int TOTAL = ROWS * CHUNKS;
-  static_assert(TOTAL % THREADS == 0, "tile chunks split evenly over the threads");
+  static_assert(THREADS % CHUNKS == 0 && (ROWS * CHUNKS) % THREADS == 0, "tile chunks split evenly over the threads");
+  constexpr int ROW_STEP = THREADS / CHUNKS;  // rows one pass of the block covers
+  const int c = tid % CHUNKS;
+  int r = tid / CHUNKS;
+  // One running pointer (not one hoisted 64-bit offset per pass: registers are scarce).
+  const T* g = src + r * row_stride + c * 8;
+  const int64_t g_step = ROW_STEP * row_stride;
+  T* dst = smem + swizzle<D>(r, c);
+  const bool col_ok = c * 8 < dims_valid;
 #pragma unroll
-  for (int it = 0; it < TOTAL / THREADS; ++it) {
-    const int idx = it * THREADS + tid;
-    const int r = idx / CHUNKS, c = idx % CHUNKS;
-    T* dst = smem + swizzle<D>(r, c);
+  for (int it = 0; it < ROWS / ROW_STEP; ++it) {
     const bool row_ok = r < rows_valid;
     if constexpr (ALIGNED) {
-      const bool ok = row_ok && c * 8 < dims_valid;
-      cp_async_16_zfill(dst, ok ? src + r * row_stride + c * 8 : src, ok);
+      const bool ok = row_ok && col_ok;
+      cp_async_16_zfill(dst, ok ? g : src, ok);
     } else {
       alignas(16) T vals[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const int d = c * 8 + e;
-        vals[e] = (row_ok && d < dims_valid) ? src[r * row_stride + d] : T(0.f);
-      }
+      for (int e = 0; e < 8; ++e) vals[e] = (row_ok && c * 8 + e < dims_valid) ? g[e] : T(0.f);
       *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(vals);
     }
+    r += ROW_STEP;
+    g += g_step;
+    dst += ROW_STEP * smem_stride<D>();
   }
 }
 
@@ -105,7 +116,9 @@ __device__ __forceinline__ float load_mask_value(const FlashArgs& a, const void*
   }
 }
 
-template <typename T, typename CFG, bool ALIGNED>
+// MASKED: an attn_mask is present (its per-element loads cost registers, so
+// the kernel without one carries no mask code at all).
+template <typename T, typename CFG, bool ALIGNED, bool MASKED>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_kernel(const FlashArgs a) {
   constexpr int D = CFG::HEAD_DIM, BM = CFG::BLOCK_M, BN = CFG::BLOCK_N;
   constexpr int MT = CFG::M_TILES, NT = CFG::N_TILES, DT = CFG::D_TILES, THREADS = CFG::THREADS;
@@ -113,8 +126,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* s_q = reinterpret_cast<T*>(smem_raw);
-  T* s_k = s_q + BM * D;
-  T* s_v = s_k + BN * D;
+  T* s_k = s_q + BM * smem_stride<D>();
+  T* s_v = s_k + BN * smem_stride<D>();
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;  // MMA fragment row group / column pair
@@ -131,14 +144,14 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
 
   // Keys past n_end are masked for every row of this block.
   int64_t n_end = a.kv_len;
-  if (a.mask_kind != 0 && a.mask_kv_len < n_end) n_end = a.mask_kv_len;
+  if (MASKED && a.mask_kv_len < n_end) n_end = a.mask_kv_len;
   if (a.causal) {
     const int64_t visible = int64_t(m0) + BM + a.causal_offset;  // keys j < visible for the last row
     if (visible < n_end) n_end = visible;
   }
   const int n_blocks = n_end > 0 ? int((n_end + BN - 1) / BN) : 0;
   // Raw mode: row max over raw scores needs a positive scale.
-  const bool raw_scores = a.softcap <= 0.f && a.mask_kind != 2 && a.scale_log2 > 0.f;
+  const bool raw_scores = a.softcap <= 0.f && !(MASKED && a.mask_kind == 2) && a.scale_log2 > 0.f;
   const float exp_scale = raw_scores ? a.scale_log2 : 1.f;  // score units -> log2 units
   const float cap_log2 = a.softcap * LOG2E;
 
@@ -204,18 +217,18 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
           }
     }
     const int warp_m0 = m0 + warp_row0;
-    const bool need_mask = n0 + BN > a.kv_len || a.mask_kind != 0 ||
-                           (a.causal && int64_t(n0) + BN - 1 > int64_t(warp_m0) + a.causal_offset);
+    const bool need_mask = MASKED || n0 + BN > a.kv_len || (a.causal && n0 + BN - 1 > warp_m0 + a.causal_offset);
     if (need_mask) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
           const int row = warp_m0 + mt * 16 + g + hr * 8;
-          const int64_t last_key = a.causal ? int64_t(row) + a.causal_offset : int64_t(a.kv_len);
-          const int row_c = row < a.q_len ? row : a.q_len - 1;  // rows past q_len are never stored
+          // Keys past `last` are masked: out of range, or after the causal frontier.
+          const int last = a.causal ? int(min(int64_t(row) + a.causal_offset, int64_t(a.kv_len) - 1)) : a.kv_len - 1;
           const unsigned char* mrow = nullptr;
-          if (a.mask_kind != 0) {
+          if constexpr (MASKED) {
+            const int row_c = row < a.q_len ? row : a.q_len - 1;  // rows past q_len are never stored
             const int elem_bytes = a.mask_kind == 2 ? (a.mask_dtype == 0 ? 4 : 2) : 1;
             mrow = static_cast<const unsigned char*>(a.mask) + elem_bytes * (b * a.m_sb + h * a.m_sh + row_c * a.m_sq);
           }
@@ -225,9 +238,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
             for (int e = 0; e < 2; ++e) {
               const int key = n0 + nt * 8 + 2 * t + e;
               float& sv = s[mt][nt][hr * 2 + e];
-              if (key >= a.kv_len || (a.causal && key > last_key)) {
+              if (key > last) {
                 sv = NEG_INF;
-              } else if (a.mask_kind != 0) {
+              } else if constexpr (MASKED) {
                 if (key >= a.mask_kv_len) {
                   sv = NEG_INF;
                 } else if (a.mask_kind == 1) {
@@ -281,17 +294,19 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
       cp_async_commit();
     }
 
-    // O += P V
+    // P as A fragments (16-bit pairs; the float32 scores die here), then O += P V.
+    uint32_t ap[BN / 16][MT][4];
 #pragma unroll
-    for (int ks = 0; ks < BN / 16; ++ks) {
-      uint32_t ap[MT][4];
+    for (int ks = 0; ks < BN / 16; ++ks)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        ap[mt][0] = pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
-        ap[mt][1] = pack2<T>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
-        ap[mt][2] = pack2<T>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
-        ap[mt][3] = pack2<T>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+        ap[ks][mt][0] = pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+        ap[ks][mt][1] = pack2<T>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+        ap[ks][mt][2] = pack2<T>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+        ap[ks][mt][3] = pack2<T>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
       }
+#pragma unroll
+    for (int ks = 0; ks < BN / 16; ++ks) {
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t bv[4];
@@ -299,8 +314,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
         ldmatrix_x4_trans(bv, s_v + swizzle<D>(key, dp * 2 + (lane >> 4)));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_16816<T>(o[mt][2 * dp], ap[mt], bv[0], bv[1]);
-          mma_16816<T>(o[mt][2 * dp + 1], ap[mt], bv[2], bv[3]);
+          mma_16816<T>(o[mt][2 * dp], ap[ks][mt], bv[0], bv[1]);
+          mma_16816<T>(o[mt][2 * dp + 1], ap[ks][mt], bv[2], bv[3]);
         }
       }
     }

@@ -15,14 +15,17 @@
 namespace trt_fastops::attention {
 namespace {
 
-// Tile variants per head-dim bucket; the first is the default, the others
-// exist for the benchmark's tile sweep (attention_set_tile_variant) and are
-// built for aligned rows only. FlashConfig<D, BLOCK_M, BLOCK_N, WARPS, CTAs/SM>.
-using Variants64 = std::tuple<FlashConfig<64, 128, 64, 8, 2>, FlashConfig<64, 64, 64, 4, 4>,
-                              FlashConfig<64, 128, 128, 8, 1>, FlashConfig<64, 128, 64, 8, 1>>;
-using Variants128 = std::tuple<FlashConfig<128, 128, 64, 8, 1>, FlashConfig<128, 64, 64, 4, 2>,
-                               FlashConfig<128, 128, 32, 8, 2>, FlashConfig<128, 64, 32, 4, 3>>;
-using Variants256 = std::tuple<FlashConfig<256, 128, 32, 8, 1>>;
+// Tile variants per head-dim bucket; the first is the default (and the only
+// one built for masked or unaligned inputs), the others exist for the
+// benchmark's tile sweep (attention_set_tile_variant).
+// FlashConfig<D, BLOCK_M, BLOCK_N, WARPS, CTAs/SM>; BLOCK_M / (16 * WARPS) is
+// the number of 16-row MMA tiles per warp (2 shares each K/V fragment between
+// two tiles: half the shared-memory traffic of 1).
+using Variants64 = std::tuple<FlashConfig<64, 128, 64, 4, 2>, FlashConfig<64, 128, 64, 8, 2>,
+                              FlashConfig<64, 128, 128, 8, 1>, FlashConfig<64, 64, 64, 4, 4>>;
+using Variants128 = std::tuple<FlashConfig<128, 128, 32, 4, 2>, FlashConfig<128, 128, 64, 8, 1>,
+                               FlashConfig<128, 128, 64, 4, 1>, FlashConfig<128, 64, 64, 4, 2>>;
+using Variants256 = std::tuple<FlashConfig<256, 128, 32, 8, 1>, FlashConfig<256, 64, 32, 4, 2>>;
 
 std::atomic<int> g_tile_variant{0};
 
@@ -69,7 +72,8 @@ FlashArgs make_args(const AttentionParams& p, int block_m) {
   a.softcap = p.softcap;
   a.scale_softcap = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
   a.causal = p.causal ? 1 : 0;
-  a.causal_offset = p.causal_offset;
+  // Offsets beyond the key range change nothing; clamping keeps the kernel in 32-bit math.
+  a.causal_offset = int(std::min<int64_t>(std::max<int64_t>(p.causal_offset, -p.q_len - 1), p.kv_len + 1));
   a.mask_kind = static_cast<int>(p.mask_kind);
   a.mask_dtype = static_cast<int>(p.mask_dtype);
   a.mask = p.mask;
@@ -80,10 +84,10 @@ FlashArgs make_args(const AttentionParams& p, int block_m) {
 
 constexpr int MAX_DEVICES = 64;
 
-template <typename T, typename CFG, bool ALIGNED>
+template <typename T, typename CFG, bool ALIGNED, bool MASKED>
 cudaError_t launch_flash(const AttentionParams& p, cudaStream_t stream) {
   const FlashArgs a = make_args(p, CFG::BLOCK_M);
-  auto kernel = flash_fwd_kernel<T, CFG, ALIGNED>;
+  auto kernel = flash_fwd_kernel<T, CFG, ALIGNED, MASKED>;
   // Opting into more than 48 KiB of dynamic shared memory is per kernel and device.
   static std::atomic<bool> smem_ready[MAX_DEVICES];
   if constexpr (CFG::SMEM_BYTES > 48 * 1024) {
@@ -113,15 +117,17 @@ auto dispatch_variant(int index, F&& f) {
   }
 }
 
-// "flash_fwd<float16,d128,m128,n64,w8,b1>" (",unaligned" appended for element loads).
+// "flash_fwd<float16,d128,m128,n64,w4,b2>"; ",masked" / ",unaligned" mark those variants.
 template <typename T, typename CFG>
-const char* kernel_name(bool aligned) {
-  static const std::string names[2] = {
-      str_cat("flash_fwd<", dtype_name(std::is_same_v<T, __half> ? DType::f16 : DType::bf16), ",d", CFG::HEAD_DIM,
-              ",m", CFG::BLOCK_M, ",n", CFG::BLOCK_N, ",w", CFG::NUM_WARPS, ",b", CFG::BLOCKS_PER_SM, ",unaligned>"),
-      str_cat("flash_fwd<", dtype_name(std::is_same_v<T, __half> ? DType::f16 : DType::bf16), ",d", CFG::HEAD_DIM,
-              ",m", CFG::BLOCK_M, ",n", CFG::BLOCK_N, ",w", CFG::NUM_WARPS, ",b", CFG::BLOCKS_PER_SM, ">")};
-  return names[aligned].c_str();
+const char* kernel_name(bool aligned, bool masked) {
+  auto make = [](bool al, bool ma) {
+    return str_cat("flash_fwd<", dtype_name(std::is_same_v<T, __half> ? DType::f16 : DType::bf16), ",d",
+                   CFG::HEAD_DIM, ",m", CFG::BLOCK_M, ",n", CFG::BLOCK_N, ",w", CFG::NUM_WARPS, ",b",
+                   CFG::BLOCKS_PER_SM, ma ? ",masked" : "", al ? "" : ",unaligned", ">");
+  };
+  static const std::string names[2][2] = {{make(false, false), make(false, true)},
+                                          {make(true, false), make(true, true)}};
+  return names[aligned][masked].c_str();
 }
 
 // f(TypeTag<CFG>) for the bucket's tile variant; DEFAULT_ONLY instantiates variant 0 alone.
@@ -166,8 +172,9 @@ const char* attention_kernel_name(const AttentionParams& p) {
   const bool aligned = rows_aligned(p);
   return dispatch_dtype(p.dtype, [&](auto tag) -> const char* {
     using T = typename decltype(tag)::type;
-    auto name = [&](auto cfg) { return kernel_name<T, typename decltype(cfg)::type>(aligned); };
-    if (!aligned) return dispatch_config<true>(head_dim_bucket(p), 0, name);
+    const bool masked = p.mask_kind != MaskKind::none;
+    auto name = [&](auto cfg) { return kernel_name<T, typename decltype(cfg)::type>(aligned, masked); };
+    if (!aligned || masked) return dispatch_config<true>(head_dim_bucket(p), 0, name);
     return dispatch_config<false>(head_dim_bucket(p), g_tile_variant.load(std::memory_order_relaxed), name);
   });
 }
@@ -182,13 +189,16 @@ cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
     if constexpr (std::is_same_v<T, float>) {
       return cudaErrorInvalidValue;
     } else {
-      if (!rows_aligned(p)) {
-        return dispatch_config<true>(head_dim_bucket(p), 0, [&](auto cfg) {
-          return launch_flash<T, typename decltype(cfg)::type, false>(p, stream);
+      return dispatch_bool(p.mask_kind != MaskKind::none, [&](auto MASKED) {
+        if (!rows_aligned(p)) {
+          return dispatch_config<true>(head_dim_bucket(p), 0, [&](auto cfg) {
+            return launch_flash<T, typename decltype(cfg)::type, false, MASKED.value>(p, stream);
+          });
+        }
+        const int variant = MASKED.value ? 0 : g_tile_variant.load(std::memory_order_relaxed);
+        return dispatch_config<MASKED.value>(head_dim_bucket(p), variant, [&](auto cfg) {
+          return launch_flash<T, typename decltype(cfg)::type, true, MASKED.value>(p, stream);
         });
-      }
-      return dispatch_config<false>(head_dim_bucket(p), g_tile_variant.load(std::memory_order_relaxed), [&](auto cfg) {
-        return launch_flash<T, typename decltype(cfg)::type, true>(p, stream);
       });
     }
   });
