@@ -60,4 +60,15 @@ def rewrite(model, **kwargs):
     return _rewrite(model, **kwargs)
 
 
-__all__ = ["DOMAIN", "OPSET_VERSION", "__version__", "library_path", "rewrite"]
+def validate(original, rewritten, **kwargs):
+    """Compare a rewritten model with its original through Polygraphy (ONNX Runtime with our
+    ops, and TensorRT when installed); returns a report with .ok and .to_text().
+
+    See trt_fastops.validation.validate for the arguments.
+    """
+    from .validation import validate as _validate
+
+    return _validate(original, rewritten, **kwargs)
+
+
+__all__ = ["DOMAIN", "OPSET_VERSION", "__version__", "library_path", "rewrite", "validate"]

@@ -14,6 +14,7 @@ namespace py = pybind11;
 namespace trt_fastops::python {
 void register_norm_bindings(py::module_& m);
 void register_conv_bindings(py::module_& m);
+void register_graph_bindings(py::module_& m);
 void register_attention_bindings(py::module_& m);
 }
 
@@ -61,5 +62,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("devices", &devices, "Properties of the visible CUDA devices");
   trt_fastops::python::register_norm_bindings(m);
   trt_fastops::python::register_conv_bindings(m);
+  trt_fastops::python::register_graph_bindings(m);
   trt_fastops::python::register_attention_bindings(m);
 }
