@@ -322,8 +322,10 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
   }
   cp_async_wait_all();  // nothing may stay in flight when the CTA exits
 
-  // Normalise and store.
+  // Normalise and store. Aligned rows are staged in this warp's own rows of
+  // the Q tile (no other warp reads them) and leave as 16-byte stores.
   T* out = static_cast<T*>(a.out) + b * a.o_sb + h * a.o_sh;
+  constexpr int STRIDE = smem_stride<D>();
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -331,23 +333,39 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
       float sum = row_sum[mt][hr];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const int row = m0 + warp_row0 + mt * 16 + g + hr * 8;
-      if (row >= a.q_len) continue;
+      const int local_row = warp_row0 + mt * 16 + g + hr * 8;
+      const int row = m0 + local_row;
       const float inv = sum > 0.f ? 1.f / sum : 0.f;  // fully masked row -> zeros
-      T* orow = out + int64_t(row) * a.o_ss;
+      if constexpr (ALIGNED) {
 #pragma unroll
-      for (int dt = 0; dt < DT; ++dt) {
-        const int col = dt * 8 + 2 * t;
-        const float v0 = o[mt][dt][hr * 2] * inv, v1 = o[mt][dt][hr * 2 + 1] * inv;
-        if constexpr (ALIGNED) {
-          if (col < a.v_head_dim) *reinterpret_cast<uint32_t*>(orow + col) = pack2<T>(v0, v1);
-        } else {
-          if (col < a.v_head_dim) orow[col] = T(v0);
-          if (col + 1 < a.v_head_dim) orow[col + 1] = T(v1);
+        for (int dt = 0; dt < DT; ++dt) {
+          *reinterpret_cast<uint32_t*>(s_q + local_row * STRIDE + dt * 8 + 2 * t) =
+              pack2<T>(o[mt][dt][hr * 2] * inv, o[mt][dt][hr * 2 + 1] * inv);
+        }
+      } else if (row < a.q_len) {
+        T* orow = out + int64_t(row) * a.o_ss;
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+          const int col = dt * 8 + 2 * t;
+          if (col < a.v_head_dim) orow[col] = T(o[mt][dt][hr * 2] * inv);
+          if (col + 1 < a.v_head_dim) orow[col + 1] = T(o[mt][dt][hr * 2 + 1] * inv);
         }
       }
-      if (a.lse != nullptr && t == 0) {
+      if (a.lse != nullptr && t == 0 && row < a.q_len) {
         a.lse[int64_t(bh) * a.q_len + row] = sum > 0.f ? (row_max[mt][hr] * exp_scale + __log2f(sum)) * LN2 : NEG_INF;
+      }
+    }
+  }
+  if constexpr (ALIGNED) {
+    __syncwarp();
+    constexpr int CHUNKS = D / 8;
+#pragma unroll
+    for (int idx = lane; idx < MT * 16 * CHUNKS; idx += 32) {
+      const int r = idx / CHUNKS, c = idx % CHUNKS;
+      const int row = m0 + warp_row0 + r;
+      if (row < a.q_len && c * 8 < a.v_head_dim) {
+        *reinterpret_cast<uint4*>(out + int64_t(row) * a.o_ss + c * 8) =
+            *reinterpret_cast<const uint4*>(s_q + (warp_row0 + r) * STRIDE + c * 8);
       }
     }
   }

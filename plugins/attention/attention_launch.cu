@@ -15,17 +15,26 @@
 namespace trt_fastops::attention {
 namespace {
 
-// Tile variants per head-dim bucket; the first is the default (and the only
-// one built for masked or unaligned inputs), the others exist for the
-// benchmark's tile sweep (attention_set_tile_variant).
+// Tile variants per head-dim bucket: Variants[0] is the default (also for
+// unaligned rows), Masked serves inputs with an attn_mask, the other variants
+// exist for the benchmark's tile sweep (attention_set_tile_variant).
 // FlashConfig<D, BLOCK_M, BLOCK_N, WARPS, CTAs/SM>; BLOCK_M / (16 * WARPS) is
 // the number of 16-row MMA tiles per warp (2 shares each K/V fragment between
 // two tiles: half the shared-memory traffic of 1).
-using Variants64 = std::tuple<FlashConfig<64, 128, 64, 4, 2>, FlashConfig<64, 128, 64, 8, 2>,
-                              FlashConfig<64, 128, 128, 8, 1>, FlashConfig<64, 64, 64, 4, 4>>;
-using Variants128 = std::tuple<FlashConfig<128, 128, 32, 4, 2>, FlashConfig<128, 128, 64, 8, 1>,
-                               FlashConfig<128, 128, 64, 4, 1>, FlashConfig<128, 64, 64, 4, 2>>;
-using Variants256 = std::tuple<FlashConfig<256, 128, 32, 8, 1>, FlashConfig<256, 64, 32, 4, 2>>;
+struct Tiles64 {
+  using Masked = FlashConfig<64, 128, 64, 4, 2>;
+  using Variants = std::tuple<FlashConfig<64, 128, 64, 4, 2>, FlashConfig<64, 128, 128, 4, 1>,
+                              FlashConfig<64, 128, 64, 8, 2>, FlashConfig<64, 64, 64, 4, 4>>;
+};
+struct Tiles128 {
+  using Masked = FlashConfig<128, 128, 32, 4, 2>;  // the mask code would spill at 128 x 64
+  using Variants = std::tuple<FlashConfig<128, 128, 64, 4, 1>, FlashConfig<128, 128, 32, 4, 2>,
+                              FlashConfig<128, 128, 64, 8, 1>, FlashConfig<128, 64, 64, 4, 2>>;
+};
+struct Tiles256 {
+  using Masked = FlashConfig<256, 128, 32, 8, 1>;
+  using Variants = std::tuple<FlashConfig<256, 128, 32, 8, 1>, FlashConfig<256, 64, 32, 4, 2>>;
+};
 
 std::atomic<int> g_tile_variant{0};
 
@@ -130,18 +139,21 @@ const char* kernel_name(bool aligned, bool masked) {
   return names[aligned][masked].c_str();
 }
 
-// f(TypeTag<CFG>) for the bucket's tile variant; DEFAULT_ONLY instantiates variant 0 alone.
-template <bool DEFAULT_ONLY, typename F>
+enum class TileChoice { masked, default_only, any_variant };
+
+// f(TypeTag<CFG>) for the bucket's config: its Masked config, Variants[0], or Variants[variant].
+template <TileChoice CHOICE, typename F>
 auto dispatch_config(int bucket, int variant, F&& f) {
-  auto pick = [&](auto variants) {
-    using Tuple = typename decltype(variants)::type;
-    if constexpr (DEFAULT_ONLY) return f(TypeTag<std::tuple_element_t<0, Tuple>>{});
-    else return dispatch_variant<Tuple>(variant, f);
+  auto pick = [&](auto tiles) {
+    using Tiles = typename decltype(tiles)::type;
+    if constexpr (CHOICE == TileChoice::masked) return f(TypeTag<typename Tiles::Masked>{});
+    else if constexpr (CHOICE == TileChoice::default_only) return f(TypeTag<std::tuple_element_t<0, typename Tiles::Variants>>{});
+    else return dispatch_variant<typename Tiles::Variants>(variant, f);
   };
   return dispatch_int<64, 128, 256>(bucket, [&](auto D) {
-    if constexpr (D.value == 64) return pick(TypeTag<Variants64>{});
-    else if constexpr (D.value == 128) return pick(TypeTag<Variants128>{});
-    else return pick(TypeTag<Variants256>{});
+    if constexpr (D.value == 64) return pick(TypeTag<Tiles64>{});
+    else if constexpr (D.value == 128) return pick(TypeTag<Tiles128>{});
+    else return pick(TypeTag<Tiles256>{});
   });
 }
 
@@ -174,8 +186,10 @@ const char* attention_kernel_name(const AttentionParams& p) {
     using T = typename decltype(tag)::type;
     const bool masked = p.mask_kind != MaskKind::none;
     auto name = [&](auto cfg) { return kernel_name<T, typename decltype(cfg)::type>(aligned, masked); };
-    if (!aligned || masked) return dispatch_config<true>(head_dim_bucket(p), 0, name);
-    return dispatch_config<false>(head_dim_bucket(p), g_tile_variant.load(std::memory_order_relaxed), name);
+    const int bucket = head_dim_bucket(p);
+    if (masked) return dispatch_config<TileChoice::masked>(bucket, 0, name);
+    if (!aligned) return dispatch_config<TileChoice::default_only>(bucket, 0, name);
+    return dispatch_config<TileChoice::any_variant>(bucket, g_tile_variant.load(std::memory_order_relaxed), name);
   });
 }
 
@@ -189,17 +203,22 @@ cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
     if constexpr (std::is_same_v<T, float>) {
       return cudaErrorInvalidValue;
     } else {
-      return dispatch_bool(p.mask_kind != MaskKind::none, [&](auto MASKED) {
-        if (!rows_aligned(p)) {
-          return dispatch_config<true>(head_dim_bucket(p), 0, [&](auto cfg) {
-            return launch_flash<T, typename decltype(cfg)::type, false, MASKED.value>(p, stream);
-          });
-        }
-        const int variant = MASKED.value ? 0 : g_tile_variant.load(std::memory_order_relaxed);
-        return dispatch_config<MASKED.value>(head_dim_bucket(p), variant, [&](auto cfg) {
-          return launch_flash<T, typename decltype(cfg)::type, true, MASKED.value>(p, stream);
+      const int bucket = head_dim_bucket(p);
+      const bool aligned = rows_aligned(p);
+      auto run = [&](auto cfg, auto ALIGNED, auto MASKED) {
+        return launch_flash<T, typename decltype(cfg)::type, ALIGNED.value, MASKED.value>(p, stream);
+      };
+      if (p.mask_kind != MaskKind::none) {
+        return dispatch_bool(aligned, [&](auto ALIGNED) {
+          return dispatch_config<TileChoice::masked>(bucket, 0, [&](auto cfg) { return run(cfg, ALIGNED, std::true_type{}); });
         });
-      });
+      }
+      if (!aligned) {
+        return dispatch_config<TileChoice::default_only>(
+            bucket, 0, [&](auto cfg) { return run(cfg, std::false_type{}, std::false_type{}); });
+      }
+      return dispatch_config<TileChoice::any_variant>(bucket, g_tile_variant.load(std::memory_order_relaxed),
+                                                      [&](auto cfg) { return run(cfg, std::true_type{}, std::false_type{}); });
     }
   });
 }

@@ -1,0 +1,102 @@
+// TensorRT plugin for Attention (ONNX Attention-23 semantics): a thin adapter
+// over plugins/attention/attention_op.h (attributes, shape rules, messages)
+// and the CUDA launchers launch_attention / launch_attention_copy.
+//
+// Fields (the node's ONNX attributes, or what getFieldsToSerialize wrote):
+//   is_causal, q_num_heads, kv_num_heads, qk_matmul_output_mode,
+//   softmax_precision, left_window_size, right_window_size   ints (kINT32/kINT64)
+//   scale, softcap                                          floats (kFLOAT32/kFLOAT64)
+//   inputs   optional int bitmask over the input slots Q, K, V, attn_mask,
+//            past_key, past_value (bit i = slot i is one of the layer's
+//            inputs, in slot order); absent: the first nbInputs slots.
+//   outputs  optional int bitmask over Y, present_key, present_value,
+//            qk_matmul_output (bit 0 set; bit 3 is refused by the op layer);
+//            default 1. The plugin has (highest set bit + 1) outputs; clear
+//            bits inside are placeholders (allocated by TensorRT, not written).
+//
+// Types: Q float16 or bfloat16 (the CUDA kernel's; a float32 Q is refused
+// with the op's message, as the ORT CUDA op does); K, V, past_* and every
+// output follow Q; attn_mask is bool or Q's type (additive).
+//
+// Workspace: when past_key / past_value are given but present_key /
+// present_value are not outputs, the concatenated K / V are built in the
+// workspace (present_bytes each, 256-byte aligned); otherwise none.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugins/attention/attention_op.h"
+#include "plugins/trt/plugin_base.h"
+
+namespace trt_fastops::trt {
+
+struct AttentionPluginConfig {
+  attention::AttentionAttrs attrs;
+  int32_t inputs_mask = -1;  // -1: not given (leading slots)
+  int32_t outputs_mask = 1;  // Y only
+};
+
+// Reads and validates the fields (unknown names, wrong kinds, bad values and
+// impossible slot combinations are refused with attention_op's messages).
+Status attention_config_from_fields(const nv::PluginFieldCollection& fc, AttentionPluginConfig* cfg);
+
+// Workspace for fully known shapes: scratch for the present buffers that are
+// needed but not outputs.
+size_t attention_workspace_bytes(const attention::AttentionShapes& shapes);
+
+class AttentionPlugin final : public PluginBase {
+ public:
+  AttentionPlugin(const AttentionPluginConfig& cfg, std::string layer_name);
+  AttentionPlugin(const AttentionPlugin&) = default;
+
+ protected:
+  std::unique_ptr<PluginBase> clone_plugin() const override;
+  int32_t nb_outputs() const override { return nb_outputs_; }
+  Status output_data_types(nv::DataType* output_types, int32_t nb_outputs, const nv::DataType* input_types,
+                           int32_t nb_inputs) const override;
+  Status output_shapes(const nv::DimsExprs* inputs, int32_t nb_inputs, nv::DimsExprs* outputs, int32_t nb_outputs,
+                       nv::IExprBuilder& builder) override;
+  Status supports_format(int32_t pos, const nv::DynamicPluginTensorDesc* in_out, int32_t nb_inputs,
+                         int32_t nb_outputs, bool* supported) const override;
+  Status configure(const nv::DynamicPluginTensorDesc* in, int32_t nb_inputs, const nv::DynamicPluginTensorDesc* out,
+                   int32_t nb_outputs) override;
+  Status workspace_size(const nv::DynamicPluginTensorDesc* inputs, int32_t nb_inputs,
+                        const nv::DynamicPluginTensorDesc* outputs, int32_t nb_outputs, size_t* bytes) const override;
+  Status shape_change(const nv::PluginTensorDesc* in, int32_t nb_inputs, const nv::PluginTensorDesc* out,
+                      int32_t nb_outputs) override;
+  Status run(const nv::PluginTensorDesc* input_desc, const nv::PluginTensorDesc* output_desc,
+             const void* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) override;
+  void serialize_fields(FieldList* fields) const override;
+
+ private:
+  Status check_nb_outputs(int32_t nb_outputs) const;
+  std::vector<bool> outputs_present() const;
+  // One TensorDesc per input slot from the layer's inputs (fill(i, desc) for
+  // layer input i); slots[i] = the op slot of layer input i.
+  template <typename Fill>
+  Status layer_inputs(int32_t nb_inputs, Fill&& fill, std::vector<TensorDesc>* descs, std::vector<int>* slots) const;
+
+  AttentionPluginConfig cfg_;
+  int32_t nb_outputs_ = 1;
+  // Run-time state from onShapeChange, used by enqueue.
+  bool shapes_ready_ = false;
+  attention::AttentionShapes shapes_;
+  std::vector<int> run_slots_;
+};
+
+class AttentionPluginCreator final : public CreatorBase {
+ public:
+  AttentionPluginCreator();
+
+ protected:
+  Status create(const std::string& layer_name, const nv::PluginFieldCollection& fc, nv::TensorRTPhase phase,
+                std::unique_ptr<PluginBase>* plugin) const override;
+};
+
+// Appends the Attention creator (static storage) to `out`.
+void append_attention_creators(std::vector<nv::IPluginCreatorInterface*>* out);
+
+}  // namespace trt_fastops::trt
