@@ -335,6 +335,10 @@ def test_masks(mask_shape, kind, dtype):
 @pytest.mark.parametrize("kind", ["bool", "additive"])
 @pytest.mark.parametrize("rank", [4, 3])
 def test_mask_with_causal(rank, kind, dtype):
+    """Causal composed with masks, some broadcast over q_seq: the causal frontier is
+    per query row, as ONNX's function body (Range over Q's length) computes it. (onnx's
+    Python reference takes q_seq from such a mask's shape instead and gives every row
+    row 0's frontier; ONNX Runtime refuses such masks.)"""
     rng = np.random.default_rng(rank * 10 + len(kind))
     for sq, skv, past in [(5, 5, None), (3, 8, None), (4, 2, 5)]:
         total = skv + (past or 0)
@@ -623,6 +627,51 @@ def test_reference_matches_onnx_reference(case):
     np.testing.assert_allclose(got[0], ref["Y"], rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(got[1], ref["present_key"])
     np.testing.assert_array_equal(got[2], ref["present_value"])
+
+
+def test_random_configs_match_onnx_reference():
+    """Our op on 120 random configurations (rank, heads, lengths, head dims, past,
+    mask kind / broadcast shape / short length, causal, softcap, scale) against
+    onnx's reference implementation. Left out where that reference itself breaks:
+    causal with a rank-1 mask (it cannot unpack the shape) or a mask broadcast over
+    q_seq (see test_mask_with_causal)."""
+    op_attention = pytest.importorskip("onnx.reference.ops.op_attention")
+    rng = np.random.default_rng(2024)
+    for it in range(120):
+        rank = int(rng.choice([3, 4]))
+        hkv = int(rng.integers(1, 4))
+        hq = hkv * int(rng.integers(1, 4))
+        sq, skv = int(rng.integers(1, 7)), int(rng.integers(1, 7))
+        d, dv = int(rng.integers(1, 10)), int(rng.integers(1, 10))
+        past = None if rng.random() < 0.4 else int(rng.integers(0, 5))
+        total = skv + (past or 0)
+        mask = [None, "bool", "additive"][int(rng.integers(0, 3))]
+        attrs = {}
+        if rng.random() < 0.4:
+            attrs["is_causal"] = 1
+        if rng.random() < 0.3:
+            attrs["softcap"] = float(rng.choice([0.5, 2.0, 10.0]))
+        if rng.random() < 0.3:
+            attrs["scale"] = float(rng.choice([0.1, 0.5, 1.3]))
+        mshape = None
+        if mask is not None:
+            full = [2, hq, sq, total]
+            r = int(rng.integers(2 if attrs.get("is_causal") else 1, 5))
+            mshape = [x if rng.random() < 0.6 else 1 for x in full[4 - r:]]
+            mshape[-1] = int(rng.integers(0, total + 1)) if rng.random() < 0.3 else total
+            if attrs.get("is_causal"):
+                mshape[-2] = sq
+        feeds, a = make_case(rng, "float32", batch=2, q_heads=hq, kv_heads=hkv, q_len=sq, kv_len=skv, head_dim=d,
+                             v_head_dim=dv, rank=rank, past_len=past, mask=mask, mask_shape=mshape, attrs=attrs)
+        outs = ("Y", "present_key", "present_value") if past is not None else ("Y",)
+        got = make_session(model_for("float32", feeds, a, outs)).run(None, feeds)
+        f64 = {k: (v if v.dtype == np.bool_ else v.astype(np.float64)) for k, v in feeds.items()}
+        want = op_attention._compute_attention(f64["Q"], f64["K"], f64["V"], attn_mask=f64.get("attn_mask"),
+                                               past_key=f64.get("past_key"), past_value=f64.get("past_value"), **a)
+        for o, g, w in zip(outs, got, want):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5,
+                                       err_msg=f"config {it}: rank {rank} heads {hq}/{hkv} seq {sq}/{skv} d {d}/{dv} "
+                                               f"past {past} mask {mask} {mshape} attrs {a}: output {o}")
 
 
 # ---------------------------------------------------------------------------

@@ -21,7 +21,11 @@
 //   neither. present_key / present_value = concat(past, new) along seq
 //   ([B, Hkv, P + Skv, D / Dv], also for 3-D inputs); without past they are K / V
 //   laid out as 4-D. Attention runs over total = P + Skv keys.
-// - is_causal: key j is visible to query i iff j <= i + P (top-left without past).
+// - is_causal: key j is visible to query i iff j <= i + P (top-left without past),
+//   for every query row also when the mask broadcasts over q_seq (as ONNX's
+//   function body computes it from Q's length; onnx's Python reference takes
+//   q_seq from such a mask's shape and gives every row row 0's frontier, and
+//   ONNX Runtime 1.31 refuses masks whose q dim is not q_seq).
 // - attn_mask: bool (true = attend) or additive with Q's dtype; rank 1..4,
 //   right-aligned broadcast to [B, Hq, Sq, total]: every dim but the last is 1
 //   or the full size; the last is <= total and a shorter one is padded with
