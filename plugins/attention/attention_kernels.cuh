@@ -131,9 +131,10 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;  // MMA fragment row group / column pair
-  // Heaviest (causal: last) query blocks first, for a better tail.
-  const int bh = blockIdx.x % a.bh_count;
-  const int m_block = a.m_blocks - 1 - blockIdx.x / a.bh_count;
+  // Consecutive CTAs share a head (its K/V stay in L2 while all its query
+  // blocks read them); within a head the heaviest (causal: last) block first.
+  const int bh = blockIdx.x / a.m_blocks;
+  const int m_block = a.m_blocks - 1 - blockIdx.x % a.m_blocks;
   const int b = bh / a.q_heads, h = bh % a.q_heads, kvh = h / a.group;
   const int m0 = m_block * BM;
   const int warp_row0 = warp * MT * 16;

@@ -23,7 +23,7 @@ namespace {
 // two tiles: half the shared-memory traffic of 1).
 struct Tiles64 {
   using Masked = FlashConfig<64, 128, 64, 4, 2>;
-  using Variants = std::tuple<FlashConfig<64, 128, 64, 4, 2>, FlashConfig<64, 128, 128, 4, 1>,
+  using Variants = std::tuple<FlashConfig<64, 128, 128, 4, 1>, FlashConfig<64, 128, 64, 4, 2>,
                               FlashConfig<64, 128, 64, 8, 2>, FlashConfig<64, 64, 64, 4, 4>>;
 };
 struct Tiles128 {
