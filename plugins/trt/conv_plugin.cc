@@ -37,39 +37,6 @@ bool op_has_attr(ConvOp op, const std::string& name) {
   return false;
 }
 
-// Builds output dims as IExprBuilder expressions. Constants passed to the
-// builder are never negative (a negative offset becomes a kSUB).
-class ExprMaker {
- public:
-  using E = const nv::IDimensionExpr*;
-  ExprMaker(nv::IExprBuilder& b, const char* op) : b_(b), op_(op) {}
-
-  E constant(int64_t v) { return check(b_.constant(v)); }
-  E bin(nv::DimensionOperation o, E x, E y) {
-    if (x == nullptr || y == nullptr) return nullptr;
-    return check(b_.operation(o, *x, *y));
-  }
-  E add(E x, int64_t v) {
-    if (v == 0) return x;
-    return v > 0 ? bin(nv::DimensionOperation::kSUM, x, constant(v)) : bin(nv::DimensionOperation::kSUB, x, constant(-v));
-  }
-  E mul(E x, int64_t v) { return v == 1 ? x : bin(nv::DimensionOperation::kPROD, x, constant(v)); }
-  E floor_div(E x, int64_t v) { return v == 1 ? x : bin(nv::DimensionOperation::kFLOOR_DIV, x, constant(v)); }
-  E ceil_div(E x, int64_t v) { return v == 1 ? x : bin(nv::DimensionOperation::kCEIL_DIV, x, constant(v)); }
-  Status status() const {
-    return failed_ ? Status::errorf(op_, ": IExprBuilder returned no expression") : Status::ok();
-  }
-
- private:
-  E check(E e) {
-    failed_ = failed_ || e == nullptr;
-    return e;
-  }
-  nv::IExprBuilder& b_;
-  const char* op_;
-  bool failed_ = false;
-};
-
 }  // namespace
 
 // ---------------------------------------------------------------------------

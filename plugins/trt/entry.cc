@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "plugins/trt/attention_plugin.h"
 #include "plugins/trt/conv_plugin.h"
 #include "plugins/trt/norm_plugin.h"
 #include "plugins/trt/trt_common.h"
@@ -13,12 +14,13 @@
 namespace trt_fastops::trt {
 namespace {
 
-// Every plugin family appends its creators here (attention: later).
+// Every plugin family appends its creators here.
 const std::vector<nv::IPluginCreatorInterface*>& creator_list() {
   static const std::vector<nv::IPluginCreatorInterface*> list = [] {
     std::vector<nv::IPluginCreatorInterface*> v;
     append_norm_creators(&v);
     append_conv_creators(&v);
+    append_attention_creators(&v);
     return v;
   }();
   return list;

@@ -110,6 +110,43 @@ Status layer_input_slots(const char* op, int32_t mask, const TensorSlot* slots, 
 int32_t nb_outputs_of_mask(int32_t mask);
 
 // ---------------------------------------------------------------------------
+// Output dims as IExprBuilder expressions. Constants handed to the builder
+// are never negative (a negative offset becomes a kSUB); a null expression
+// from the builder is remembered and reported by status().
+class ExprMaker {
+ public:
+  using E = const nv::IDimensionExpr*;
+  ExprMaker(nv::IExprBuilder& b, const char* op) : b_(b), op_(op) {}
+
+  E constant(int64_t v) { return check(b_.constant(v)); }
+  E bin(nv::DimensionOperation o, E x, E y) {
+    if (x == nullptr || y == nullptr) return nullptr;
+    return check(b_.operation(o, *x, *y));
+  }
+  E add(E x, int64_t v) {
+    if (v == 0) return x;
+    return v > 0 ? bin(nv::DimensionOperation::kSUM, x, constant(v)) : bin(nv::DimensionOperation::kSUB, x, constant(-v));
+  }
+  E mul(E x, int64_t v) { return v == 1 ? x : bin(nv::DimensionOperation::kPROD, x, constant(v)); }
+  E floor_div(E x, int64_t v) { return v == 1 ? x : bin(nv::DimensionOperation::kFLOOR_DIV, x, constant(v)); }
+  E ceil_div(E x, int64_t v) { return v == 1 ? x : bin(nv::DimensionOperation::kCEIL_DIV, x, constant(v)); }
+  // `e` itself when it is constant or `known` is unknown (< 0), else constant(known).
+  E known_or(int64_t known, E e) { return (e != nullptr && e->isConstant()) || known < 0 ? e : constant(known); }
+  Status status() const {
+    return failed_ ? Status::errorf(op_, ": IExprBuilder returned no expression") : Status::ok();
+  }
+
+ private:
+  E check(E e) {
+    failed_ = failed_ || e == nullptr;
+    return e;
+  }
+  nv::IExprBuilder& b_;
+  const char* op_;
+  bool failed_ = false;
+};
+
+// ---------------------------------------------------------------------------
 // Plugin
 
 class PluginBase : public nv::IPluginV3,

@@ -6,7 +6,7 @@
 //
 // Layout: contract_harness.h (checks, fields, plugin access, GPU helpers),
 // this file (loading, the norm plugins, main), one section file per further
-// plugin family (contract_conv.h).
+// plugin family (contract_conv.h, contract_attention.h).
 //
 // Usage: trt_fastops_trt_contract_test [--lib-dir DIR] [--no-enqueue] [--require-gpu] [-v]
 //   --lib-dir      where the two libraries are (default: the build's lib dir,
@@ -105,7 +105,8 @@ static std::vector<std::vector<int64_t>> input_shapes(const OpSpec& op, int mask
 // Sections
 
 // Every plugin the library must provide (name; version "1", namespace "trt_fastops").
-static const char* const ALL_PLUGINS[] = {"LayerNorm", "SkipLayerNorm", "RMSNorm", "Conv", "ConvTranspose"};
+static const char* const ALL_PLUGINS[] = {"LayerNorm", "SkipLayerNorm", "RMSNorm", "Conv", "ConvTranspose",
+                                          "Attention"};
 static const int NB_PLUGINS = int(sizeof(ALL_PLUGINS) / sizeof(ALL_PLUGINS[0]));
 static const std::string NB_PLUGINS_STR = std::to_string(NB_PLUGINS);
 
@@ -804,6 +805,7 @@ static void test_enqueue(const Env& env, TestRecorder& recorder) {
 // ---------------------------------------------------------------------------
 // Further plugin families
 
+#include "tests/trt/contract_attention.h"
 #include "tests/trt/contract_conv.h"
 
 // ---------------------------------------------------------------------------
@@ -889,6 +891,7 @@ int main(int argc, char** argv) {
   test_types_and_formats(env);
   test_configure_and_serialize(env, recorder);
   test_conv_plugins(env, recorder);
+  test_attention_plugin(env, recorder);
 
   // --- Loading style 2: the autoload library registers on dlopen.
   std::printf("[autoload]\n");
@@ -929,6 +932,7 @@ int main(int argc, char** argv) {
   } else {
     test_enqueue(env, recorder);
     test_conv_enqueue(env, recorder);
+    test_attention_enqueue(env, recorder);
   }
 
   std::printf("trt contract: %d passed, %d failed\n", g_passed, g_failed);
