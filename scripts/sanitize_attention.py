@@ -44,7 +44,7 @@ def run_case(torch, check, make_inputs, case) -> None:
     if opt.get("misalign"):
         # The same values one element past a 16-byte boundary.
         def shift(t):
-            buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+            buf = torch.zeros(t.numel() + 1, dtype=t.dtype, device=t.device)
             view = buf[1:].view(t.shape)
             view.copy_(t)
             return view

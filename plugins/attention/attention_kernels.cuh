@@ -322,6 +322,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
     }
   }
   cp_async_wait_all();  // nothing may stay in flight when the CTA exits
+  // Without key blocks no barrier ran: other warps' cp.async writes into this
+  // warp's Q rows (the tile is loaded cooperatively) may be unfinished.
+  if (n_blocks == 0) __syncthreads();
 
   // Normalise and store. Aligned rows are staged in this warp's own rows of
   // the Q tile (no other warp reads them) and leave as 16-byte stores.
