@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
 from scripts._bench_common import driver_version  # noqa: E402
 

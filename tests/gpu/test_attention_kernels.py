@@ -92,8 +92,10 @@ def make_inputs(b, hq, hkv, sq, skv, d, dv, dtype, seed=0):
     return q, k, v
 
 
-def check(q, k, v, *, layout="bhsd", q4=None, k4=None, v4=None, check_lse=True, **kw):
-    """Runs ops.attention on (q, k, v) in `layout`; q4/k4/v4 are the same tensors as [B, H, S, D]."""
+def check(q, k, v, *, layout="bhsd", q4=None, k4=None, v4=None, check_lse=True, compare_naive=True, **kw):
+    """Runs ops.attention on (q, k, v) in `layout`; q4/k4/v4 are the same tensors as [B, H, S, D].
+    compare_naive=False: a fixed bound (4 * ATOL) instead of one relative to the naive 16-bit
+    implementation (scripts/sanitize_attention.py: initcheck cannot see cuBLAS's TMA stores)."""
     q4 = q if q4 is None else q4
     k4 = k if k4 is None else k4
     v4 = v if v4 is None else v4
@@ -105,11 +107,14 @@ def check(q, k, v, *, layout="bhsd", q4=None, k4=None, v4=None, check_lse=True, 
     if layout == "bshd":
         got = got.transpose(1, 2)
     exact, exact_lse = reference(q4, k4, v4, **kw)
-    naive, _ = reference(q4, k4, v4, compute_dtype=q.dtype, **kw)
     assert not torch.isnan(got).any(), "NaN in the output (poisoned or computed)"
     err = (got.double() - exact).abs().max().item()
-    naive_err = (naive.double() - exact).abs().max().item()
-    bound = 2 * naive_err + ATOL[q.dtype]
+    if compare_naive:
+        naive, _ = reference(q4, k4, v4, compute_dtype=q.dtype, **kw)
+        naive_err = (naive.double() - exact).abs().max().item()
+        bound = 2 * naive_err + ATOL[q.dtype]
+    else:
+        naive_err, bound = math.nan, 4 * ATOL[q.dtype]
     assert err <= bound, f"max error {err:.3g} > bound {bound:.3g} (naive same-precision error {naive_err:.3g})"
     if check_lse:
         finite = torch.isfinite(exact_lse)
