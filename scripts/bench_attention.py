@@ -165,9 +165,20 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
         v_strides=(v.stride(0), v.stride(1), v.stride(2)), out_strides=(out.stride(0), out.stride(1), out.stride(2)),
         scale=d ** -0.5, causal=causal, dry_run=True)
     us = time_fn(torch, ours, args.reps, args.trials)
+    # The mma.sync kernel (the path for GPUs other than sm_90) on the same inputs.
+    previous = _C.attention_set_path("sm80")
+    try:
+        ours()
+        torch.cuda.synchronize()
+        diff = max_diff(torch, out, mine)
+        t80 = time_fn(torch, ours, args.reps, args.trials)
+        row["sm80_tflops"] = round(case["flops"] / t80 / 1e6, 1) if diff <= 0.02 else f"wrong ({diff:.3g})"
+    finally:
+        _C.attention_set_path(previous)
     if args.tile_sweep:
-        sweep = {row["ours_kernel"]: round(case["flops"] / us / 1e6, 1)}
-        for variant in range(1, args.tile_sweep):
+        sweep = {}
+        _C.attention_set_path("sm80")
+        for variant in range(0, args.tile_sweep):
             _C.attention_set_tile_variant(variant)
             try:
                 ours()
@@ -183,6 +194,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
                 sweep[name] = round(case["flops"] / t / 1e6, 1) if diff <= 0.02 else f"wrong ({diff:.3g})"
             finally:
                 _C.attention_set_tile_variant(0)
+        _C.attention_set_path("auto")
         row["tile_sweep_tflops"] = sweep
         print(f"  tile sweep: {sweep}", flush=True)
     row["ours_us"] = round(us, 1)
@@ -243,16 +255,17 @@ def table(rows: list[dict], gemm: float | None) -> str:
         return f"{v:6.2f}{'!' if key == 'x_flash' and v < 1.0 else ' '}" if isinstance(v, (int, float)) else "     - "
 
     lines = [f"TFLOP/s (bf16 dense GEMM ceiling: {gemm:.0f})" if gemm else "TFLOP/s",
-             f"{'dtype':8s} {'d':>3s} {'causal':6s} {'seqlen':>6s} {'BxH':>7s} {'ours':>7s} {'flash':>7s} "
+             f"{'dtype':8s} {'d':>3s} {'causal':6s} {'seqlen':>6s} {'BxH':>7s} {'ours':>7s} {'sm80':>7s} {'flash':>7s} "
              f"{'cudnn':>7s} {'effic':>7s} {'ortMHA':>7s} {'xflash':>7s} {'xcudnn':>7s} {'xort':>7s} {'%gemm':>6s}"]
     for r in rows:
         pct = f"{100 * r['ours_tflops'] / gemm:6.1f}" if gemm else f"{'-':>6s}"
         lines.append(
             f"{r['dtype']:8s} {r['d']:3d} {str(r['causal']):6s} {r['seqlen']:6d} {str(r['batch']) + 'x' + str(r['heads']):>7s} "
-            f"{cell(r, 'ours_tflops')} {cell(r, 'flash_tflops')} {cell(r, 'cudnn_tflops')} "
+            f"{cell(r, 'ours_tflops')} {cell(r, 'sm80_tflops')} {cell(r, 'flash_tflops')} {cell(r, 'cudnn_tflops')} "
             f"{cell(r, 'efficient_tflops')} {cell(r, 'ort_tflops')} {ratio(r, 'x_flash')} {ratio(r, 'x_cudnn')} "
             f"{ratio(r, 'x_ort')} {pct}")
-    lines.append("x<backend> = backend time / our time (> 1: we are faster); '!' = slower than torch's flash backend")
+    lines.append("ours = the kernel chosen for this GPU (wgmma on sm_90a), sm80 = our mma.sync kernel forced; "
+                 "x<backend> = backend time / our time (> 1: we are faster); '!' = slower than torch's flash backend")
     return "\n".join(lines)
 
 

@@ -4,7 +4,7 @@
     compute-sanitizer --tool memcheck  python3 scripts/sanitize_attention.py
     (also racecheck, synccheck, initcheck)
 
-Covers each head-dim bucket and dtype, aligned and element-load (misaligned)
+Covers both kernel families (wgmma on sm_90a, mma.sync), each head-dim bucket and dtype, aligned and element-load (misaligned)
 variants, GQA, causal with offsets, bool / additive / short masks, softcap, lse,
 partial tiles and empty key sets. Exit status 0 when every case matches the
 float64 reference of tests/gpu/test_attention_kernels.py, 1 on a mismatch, 2 when
@@ -85,14 +85,18 @@ def main(argv=None) -> int:
     except ImportError as e:
         print(f"sanitize_attention: cannot run: {e}", file=sys.stderr)
         return 2
+    from trt_fastops import _C
+
     failed = 0
-    for case in CASES:
-        try:
-            run_case(torch, check, make_inputs, case)
-            print(f"{case[0]}: ok", flush=True)
-        except AssertionError as e:
-            failed += 1
-            print(f"{case[0]}: MISMATCH {e}", flush=True)
+    for path in ("auto", "sm80"):  # the wgmma kernel (on an H100) and the mma.sync kernel
+        _C.attention_set_path(path)
+        for case in CASES:
+            try:
+                run_case(torch, check, make_inputs, case)
+                print(f"{path} {case[0]}: ok", flush=True)
+            except AssertionError as e:
+                failed += 1
+                print(f"{path} {case[0]}: MISMATCH {e}", flush=True)
     return 1 if failed else 0
 
 

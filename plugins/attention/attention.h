@@ -89,8 +89,16 @@ const char* attention_unsupported_reason(const AttentionParams& p);
 // Which kernel variant launch_attention would pick (tests and benchmarks).
 const char* attention_kernel_name(const AttentionParams& p);
 
-// Benchmark hook: selects the tile variant (0 = default) used for aligned rows
-// from now on, process-wide; returns the previous one. Out-of-range -> default.
+// Benchmark hook: selects the tile variant (0 = default) of the sm80 kernel
+// used for aligned rows from now on, process-wide; returns the previous one.
+// Out-of-range -> default.
 int attention_set_tile_variant(int variant);
+
+// Which kernel family runs: auto = the sm_90a (wgmma) kernel on compute
+// capability 9.0 when the build carries sm_90a code and the rows are 16-byte
+// aligned, else the sm80 (mma.sync) kernel, which runs everywhere. Tests and
+// benchmarks force a family process-wide; returns the previous setting.
+enum class AttentionPath : int { automatic = 0, sm80 = 1 };
+AttentionPath attention_set_path(AttentionPath path);
 
 }  // namespace trt_fastops::attention

@@ -50,6 +50,7 @@ struct FlashArgs {
 // MIN_BLOCKS: CTAs per SM to fit (caps registers at 65536 / (THREADS * MIN_BLOCKS)).
 template <int D, int BM, int BN, int WARPS, int MIN_BLOCKS>
 struct FlashConfig {
+  static constexpr const char* NAME = "flash_fwd";
   static constexpr int HEAD_DIM = D, BLOCK_M = BM, BLOCK_N = BN, NUM_WARPS = WARPS, BLOCKS_PER_SM = MIN_BLOCKS;
   static constexpr int THREADS = WARPS * 32;
   static constexpr int M_TILES = BM / (16 * WARPS);  // 16-row MMA tiles per warp
@@ -116,13 +117,212 @@ __device__ __forceinline__ float load_mask_value(const FlashArgs& a, const void*
   }
 }
 
+// ---------------------------------------------------------------------------
+// Pieces shared by the sm80 (mma.sync) and Hopper (wgmma) kernels. Both hold
+// scores and outputs in the m16n8 accumulator layout: per warp, tiles of 16
+// rows; element e of n-tile nt sits at (row g + (e >> 1) * 8, col nt * 8 + 2t + (e & 1)).
+
+constexpr float NEG_INF = -std::numeric_limits<float>::infinity();
+
+// Which (batch, head, query block) a CTA owns and the keys it must visit.
+struct BlockWork {
+  int bh, b, h, kvh, m0;
+  int n_blocks;      // key blocks of BN in [0, n_end)
+  float exp_scale;   // score units -> log2 units (raw scores) or 1 (already in log2 units)
+  bool raw_scores;
+};
+
+template <int BM, int BN, bool MASKED>
+__device__ __forceinline__ BlockWork block_work(const FlashArgs& a) {
+  BlockWork w;
+  // Consecutive CTAs share a head (its K/V stay in L2 while all its query
+  // blocks read them); within a head the heaviest (causal: last) block first.
+  w.bh = blockIdx.x / a.m_blocks;
+  const int m_block = a.m_blocks - 1 - blockIdx.x % a.m_blocks;
+  w.b = w.bh / a.q_heads;
+  w.h = w.bh % a.q_heads;
+  w.kvh = w.h / a.group;
+  w.m0 = m_block * BM;
+  // Keys past n_end are masked for every row of this block.
+  int64_t n_end = a.kv_len;
+  if (MASKED && a.mask_kv_len < n_end) n_end = a.mask_kv_len;
+  if (a.causal) {
+    const int64_t visible = int64_t(w.m0) + BM + a.causal_offset;  // keys j < visible for the last row
+    if (visible < n_end) n_end = visible;
+  }
+  w.n_blocks = n_end > 0 ? int((n_end + BN - 1) / BN) : 0;
+  // Raw mode (scale folded into the exponent, one FFMA per element) unless
+  // softcap or an additive mask needs log2 units first; needs a positive scale.
+  w.raw_scores = a.softcap <= 0.f && !(MASKED && a.mask_kind == 2) && a.scale_log2 > 0.f;
+  w.exp_scale = w.raw_scores ? a.scale_log2 : 1.f;
+  return w;
+}
+
+// Scores of one key block: to log2 units when needed, then every mask.
+// warp_m0: query row of the warp's first fragment row; n0: first key of the block.
+template <int MT, int NT, bool MASKED>
+__device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const FlashArgs& a, const BlockWork& w,
+                                               int warp_m0, int n0, int g, int t) {
+  if (!w.raw_scores) {
+    const float cap_log2 = a.softcap * LOG2E;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float x = s[mt][nt][e];
+          s[mt][nt][e] = a.softcap > 0.f ? cap_log2 * tanhf(x * a.scale_softcap) : x * a.scale_log2;
+        }
+  }
+  const bool need_mask = MASKED || n0 + NT * 8 > a.kv_len || (a.causal && n0 + NT * 8 - 1 > warp_m0 + a.causal_offset);
+  if (!need_mask) return;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int row = warp_m0 + mt * 16 + g + hr * 8;
+      // Keys past `last` are masked: out of range, or after the causal frontier.
+      const int last = a.causal ? int(min(int64_t(row) + a.causal_offset, int64_t(a.kv_len) - 1)) : a.kv_len - 1;
+      const unsigned char* mrow = nullptr;
+      if constexpr (MASKED) {
+        const int row_c = row < a.q_len ? row : a.q_len - 1;  // rows past q_len are never stored
+        const int elem_bytes = a.mask_kind == 2 ? (a.mask_dtype == 0 ? 4 : 2) : 1;
+        mrow = static_cast<const unsigned char*>(a.mask) + elem_bytes * (w.b * a.m_sb + w.h * a.m_sh + row_c * a.m_sq);
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = n0 + nt * 8 + 2 * t + e;
+          float& sv = s[mt][nt][hr * 2 + e];
+          if (key > last) {
+            sv = NEG_INF;
+          } else if constexpr (MASKED) {
+            if (key >= a.mask_kv_len) {
+              sv = NEG_INF;
+            } else if (a.mask_kind == 1) {
+              if (mrow[key * a.m_sk] == 0) sv = NEG_INF;
+            } else {
+              sv += load_mask_value(a, mrow, key * a.m_sk) * LOG2E;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Online softmax over one key block: updates the running row max / sum,
+// rescales o, and turns s into unnormalised probabilities.
+template <int MT, int NT, int DT>
+__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)[MT][DT][4], float (&row_max)[MT][2],
+                                               float (&row_sum)[MT][2], float exp_scale) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      float mx = row_max[mt][hr];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][hr * 2], s[mt][nt][hr * 2 + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_use = mx == NEG_INF ? 0.f : mx * exp_scale;  // fully masked so far: exp2(-inf - 0) = 0
+      const float alpha = fast_exp2(row_max[mt][hr] * exp_scale - m_use);
+      row_max[mt][hr] = mx;
+      float sum = row_sum[mt][hr] * alpha;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt) {
+        o[mt][dt][hr * 2] *= alpha;
+        o[mt][dt][hr * 2 + 1] *= alpha;
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const float p0 = fast_exp2(fmaf(s[mt][nt][hr * 2], exp_scale, -m_use));
+        const float p1 = fast_exp2(fmaf(s[mt][nt][hr * 2 + 1], exp_scale, -m_use));
+        s[mt][nt][hr * 2] = p0;
+        s[mt][nt][hr * 2 + 1] = p1;
+        sum += p0 + p1;
+      }
+      row_sum[mt][hr] = sum;
+    }
+  }
+}
+
+// P (from the score accumulators) as m16k16 A fragments, one per 16 keys.
+template <typename T, int MT, int NT>
+__device__ __forceinline__ void pack_p(const float (&s)[MT][NT][4], uint32_t (&ap)[NT / 2][MT][4]) {
+#pragma unroll
+  for (int ks = 0; ks < NT / 2; ++ks)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      ap[ks][mt][0] = pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+      ap[ks][mt][1] = pack2<T>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+      ap[ks][mt][2] = pack2<T>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+      ap[ks][mt][3] = pack2<T>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+    }
+}
+
+// Normalise, write lse and the output rows of this warp. ALIGNED: rows are
+// staged in shared memory at stage(local_row, col) (memory only this warp
+// uses now) and leave as 16-byte stores; otherwise element stores.
+template <typename T, int MT, int DT, bool ALIGNED, typename Stage>
+__device__ __forceinline__ void store_output(const FlashArgs& a, const BlockWork& w, float (&o)[MT][DT][4],
+                                             const float (&row_max)[MT][2], const float (&row_sum)[MT][2],
+                                             int warp_row0, int g, int t, int lane, Stage stage) {
+  T* out = static_cast<T*>(a.out) + w.b * a.o_sb + w.h * a.o_sh;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      float sum = row_sum[mt][hr];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int local_row = warp_row0 + mt * 16 + g + hr * 8;
+      const int row = w.m0 + local_row;
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;  // fully masked row -> zeros
+      if constexpr (ALIGNED) {
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+          *reinterpret_cast<uint32_t*>(stage(local_row, dt * 8 + 2 * t)) =
+              pack2<T>(o[mt][dt][hr * 2] * inv, o[mt][dt][hr * 2 + 1] * inv);
+        }
+      } else if (row < a.q_len) {
+        T* orow = out + int64_t(row) * a.o_ss;
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+          const int col = dt * 8 + 2 * t;
+          if (col < a.v_head_dim) orow[col] = T(o[mt][dt][hr * 2] * inv);
+          if (col + 1 < a.v_head_dim) orow[col + 1] = T(o[mt][dt][hr * 2 + 1] * inv);
+        }
+      }
+      if (a.lse != nullptr && t == 0 && row < a.q_len) {
+        a.lse[int64_t(w.bh) * a.q_len + row] =
+            sum > 0.f ? (row_max[mt][hr] * w.exp_scale + __log2f(sum)) * LN2 : NEG_INF;
+      }
+    }
+  }
+  if constexpr (ALIGNED) {
+    __syncwarp();
+    constexpr int CHUNKS = DT;  // 16-byte chunks per row
+#pragma unroll
+    for (int idx = lane; idx < MT * 16 * CHUNKS; idx += 32) {
+      const int r = idx / CHUNKS, c = idx % CHUNKS;
+      const int row = w.m0 + warp_row0 + r;
+      if (row < a.q_len && c * 8 < a.v_head_dim) {
+        *reinterpret_cast<uint4*>(out + int64_t(row) * a.o_ss + c * 8) =
+            *reinterpret_cast<const uint4*>(stage(warp_row0 + r, c * 8));
+      }
+    }
+  }
+}
+
 // MASKED: an attn_mask is present (its per-element loads cost registers, so
 // the kernel without one carries no mask code at all).
 template <typename T, typename CFG, bool ALIGNED, bool MASKED>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_kernel(const FlashArgs a) {
   constexpr int D = CFG::HEAD_DIM, BM = CFG::BLOCK_M, BN = CFG::BLOCK_N;
   constexpr int MT = CFG::M_TILES, NT = CFG::N_TILES, DT = CFG::D_TILES, THREADS = CFG::THREADS;
-  constexpr float NEG_INF = -std::numeric_limits<float>::infinity();
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* s_q = reinterpret_cast<T*>(smem_raw);
@@ -131,33 +331,15 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;  // MMA fragment row group / column pair
-  // Consecutive CTAs share a head (its K/V stay in L2 while all its query
-  // blocks read them); within a head the heaviest (causal: last) block first.
-  const int bh = blockIdx.x / a.m_blocks;
-  const int m_block = a.m_blocks - 1 - blockIdx.x % a.m_blocks;
-  const int b = bh / a.q_heads, h = bh % a.q_heads, kvh = h / a.group;
-  const int m0 = m_block * BM;
+  const BlockWork w = block_work<BM, BN, MASKED>(a);
   const int warp_row0 = warp * MT * 16;
 
-  const T* q = static_cast<const T*>(a.q) + b * a.q_sb + h * a.q_sh + int64_t(m0) * a.q_ss;
-  const T* k = static_cast<const T*>(a.k) + b * a.k_sb + kvh * a.k_sh;
-  const T* v = static_cast<const T*>(a.v) + b * a.v_sb + kvh * a.v_sh;
+  const T* q = static_cast<const T*>(a.q) + w.b * a.q_sb + w.h * a.q_sh + int64_t(w.m0) * a.q_ss;
+  const T* k = static_cast<const T*>(a.k) + w.b * a.k_sb + w.kvh * a.k_sh;
+  const T* v = static_cast<const T*>(a.v) + w.b * a.v_sb + w.kvh * a.v_sh;
 
-  // Keys past n_end are masked for every row of this block.
-  int64_t n_end = a.kv_len;
-  if (MASKED && a.mask_kv_len < n_end) n_end = a.mask_kv_len;
-  if (a.causal) {
-    const int64_t visible = int64_t(m0) + BM + a.causal_offset;  // keys j < visible for the last row
-    if (visible < n_end) n_end = visible;
-  }
-  const int n_blocks = n_end > 0 ? int((n_end + BN - 1) / BN) : 0;
-  // Raw mode: row max over raw scores needs a positive scale.
-  const bool raw_scores = a.softcap <= 0.f && !(MASKED && a.mask_kind == 2) && a.scale_log2 > 0.f;
-  const float exp_scale = raw_scores ? a.scale_log2 : 1.f;  // score units -> log2 units
-  const float cap_log2 = a.softcap * LOG2E;
-
-  load_tile<T, D, BM, THREADS, ALIGNED>(s_q, q, a.q_ss, a.q_len - m0, a.head_dim, tid);
-  if (n_blocks > 0) load_tile<T, D, BN, THREADS, ALIGNED>(s_k, k, a.k_ss, a.kv_len, a.head_dim, tid);
+  load_tile<T, D, BM, THREADS, ALIGNED>(s_q, q, a.q_ss, a.q_len - w.m0, a.head_dim, tid);
+  if (w.n_blocks > 0) load_tile<T, D, BN, THREADS, ALIGNED>(s_k, k, a.k_ss, a.kv_len, a.head_dim, tid);
   cp_async_commit();
 
   float o[MT][DT][4];
@@ -170,7 +352,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
     row_sum[mt][0] = row_sum[mt][1] = 0.f;
   }
 
-  for (int nb = 0; nb < n_blocks; ++nb) {
+  for (int nb = 0; nb < w.n_blocks; ++nb) {
     const int n0 = nb * BN;
     cp_async_wait_all();
     __syncthreads();  // K_nb (and Q) visible; every warp is done with V_{nb-1}
@@ -204,92 +386,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
       }
     }
 
-    // Scores stay raw (scale folded into the exponent, one FFMA per element)
-    // unless softcap or an additive mask needs them in log2 units first.
-    if (!raw_scores) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float x = s[mt][nt][e];
-            s[mt][nt][e] = a.softcap > 0.f ? cap_log2 * tanhf(x * a.scale_softcap) : x * a.scale_log2;
-          }
-    }
-    const int warp_m0 = m0 + warp_row0;
-    const bool need_mask = MASKED || n0 + BN > a.kv_len || (a.causal && n0 + BN - 1 > warp_m0 + a.causal_offset);
-    if (need_mask) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-          const int row = warp_m0 + mt * 16 + g + hr * 8;
-          // Keys past `last` are masked: out of range, or after the causal frontier.
-          const int last = a.causal ? int(min(int64_t(row) + a.causal_offset, int64_t(a.kv_len) - 1)) : a.kv_len - 1;
-          const unsigned char* mrow = nullptr;
-          if constexpr (MASKED) {
-            const int row_c = row < a.q_len ? row : a.q_len - 1;  // rows past q_len are never stored
-            const int elem_bytes = a.mask_kind == 2 ? (a.mask_dtype == 0 ? 4 : 2) : 1;
-            mrow = static_cast<const unsigned char*>(a.mask) + elem_bytes * (b * a.m_sb + h * a.m_sh + row_c * a.m_sq);
-          }
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int key = n0 + nt * 8 + 2 * t + e;
-              float& sv = s[mt][nt][hr * 2 + e];
-              if (key > last) {
-                sv = NEG_INF;
-              } else if constexpr (MASKED) {
-                if (key >= a.mask_kv_len) {
-                  sv = NEG_INF;
-                } else if (a.mask_kind == 1) {
-                  if (mrow[key * a.m_sk] == 0) sv = NEG_INF;
-                } else {
-                  sv += load_mask_value(a, mrow, key * a.m_sk) * LOG2E;
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-
-    // Online softmax; s becomes P (unnormalised).
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) {
-        float mx = row_max[mt][hr];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][hr * 2], s[mt][nt][hr * 2 + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_use = mx == NEG_INF ? 0.f : mx * exp_scale;  // fully masked so far: exp2(-inf - 0) = 0
-        const float alpha = fast_exp2(row_max[mt][hr] * exp_scale - m_use);
-        row_max[mt][hr] = mx;
-        float sum = row_sum[mt][hr] * alpha;
-#pragma unroll
-        for (int dt = 0; dt < DT; ++dt) {
-          o[mt][dt][hr * 2] *= alpha;
-          o[mt][dt][hr * 2 + 1] *= alpha;
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const float p0 = fast_exp2(fmaf(s[mt][nt][hr * 2], exp_scale, -m_use));
-          const float p1 = fast_exp2(fmaf(s[mt][nt][hr * 2 + 1], exp_scale, -m_use));
-          s[mt][nt][hr * 2] = p0;
-          s[mt][nt][hr * 2 + 1] = p1;
-          sum += p0 + p1;
-        }
-        row_sum[mt][hr] = sum;
-      }
-    }
+    prepare_scores<MT, NT, MASKED>(s, a, w, w.m0 + warp_row0, n0, g, t);
+    online_softmax<MT, NT, DT>(s, o, row_max, row_sum, w.exp_scale);
 
     cp_async_wait_all();
     __syncthreads();  // V_nb visible; every warp is done with K_nb
-    if (nb + 1 < n_blocks) {
+    if (nb + 1 < w.n_blocks) {
       const int n1 = n0 + BN;
       load_tile<T, D, BN, THREADS, ALIGNED>(s_k, k + int64_t(n1) * a.k_ss, a.k_ss, a.kv_len - n1, a.head_dim, tid);
       cp_async_commit();
@@ -297,15 +399,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
 
     // P as A fragments (16-bit pairs; the float32 scores die here), then O += P V.
     uint32_t ap[BN / 16][MT][4];
-#pragma unroll
-    for (int ks = 0; ks < BN / 16; ++ks)
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        ap[ks][mt][0] = pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
-        ap[ks][mt][1] = pack2<T>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
-        ap[ks][mt][2] = pack2<T>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
-        ap[ks][mt][3] = pack2<T>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
-      }
+    pack_p<T, MT, NT>(s, ap);
 #pragma unroll
     for (int ks = 0; ks < BN / 16; ++ks) {
 #pragma unroll
@@ -324,55 +418,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
   cp_async_wait_all();  // nothing may stay in flight when the CTA exits
   // Without key blocks no barrier ran: other warps' cp.async writes into this
   // warp's Q rows (the tile is loaded cooperatively) may be unfinished.
-  if (n_blocks == 0) __syncthreads();
+  if (w.n_blocks == 0) __syncthreads();
 
-  // Normalise and store. Aligned rows are staged in this warp's own rows of
-  // the Q tile (no other warp reads them) and leave as 16-byte stores.
-  T* out = static_cast<T*>(a.out) + b * a.o_sb + h * a.o_sh;
-  constexpr int STRIDE = smem_stride<D>();
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      float sum = row_sum[mt][hr];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const int local_row = warp_row0 + mt * 16 + g + hr * 8;
-      const int row = m0 + local_row;
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;  // fully masked row -> zeros
-      if constexpr (ALIGNED) {
-#pragma unroll
-        for (int dt = 0; dt < DT; ++dt) {
-          *reinterpret_cast<uint32_t*>(s_q + local_row * STRIDE + dt * 8 + 2 * t) =
-              pack2<T>(o[mt][dt][hr * 2] * inv, o[mt][dt][hr * 2 + 1] * inv);
-        }
-      } else if (row < a.q_len) {
-        T* orow = out + int64_t(row) * a.o_ss;
-#pragma unroll
-        for (int dt = 0; dt < DT; ++dt) {
-          const int col = dt * 8 + 2 * t;
-          if (col < a.v_head_dim) orow[col] = T(o[mt][dt][hr * 2] * inv);
-          if (col + 1 < a.v_head_dim) orow[col + 1] = T(o[mt][dt][hr * 2 + 1] * inv);
-        }
-      }
-      if (a.lse != nullptr && t == 0 && row < a.q_len) {
-        a.lse[int64_t(bh) * a.q_len + row] = sum > 0.f ? (row_max[mt][hr] * exp_scale + __log2f(sum)) * LN2 : NEG_INF;
-      }
-    }
-  }
-  if constexpr (ALIGNED) {
-    __syncwarp();
-    constexpr int CHUNKS = D / 8;
-#pragma unroll
-    for (int idx = lane; idx < MT * 16 * CHUNKS; idx += 32) {
-      const int r = idx / CHUNKS, c = idx % CHUNKS;
-      const int row = m0 + warp_row0 + r;
-      if (row < a.q_len && c * 8 < a.v_head_dim) {
-        *reinterpret_cast<uint4*>(out + int64_t(row) * a.o_ss + c * 8) =
-            *reinterpret_cast<const uint4*>(s_q + (warp_row0 + r) * STRIDE + c * 8);
-      }
-    }
-  }
+  // Aligned rows are staged in this warp's own rows of the Q tile (no other
+  // warp reads them).
+  store_output<T, MT, DT, ALIGNED>(a, w, o, row_max, row_sum, warp_row0, g, t, lane,
+                                   [&](int row, int col) { return s_q + row * smem_stride<D>() + col; });
 }
 
 }  // namespace trt_fastops::attention

@@ -8,7 +8,9 @@
 #include <type_traits>
 
 #include "plugins/attention/attention.h"
+#include "plugins/attention/attention_hopper.h"
 #include "plugins/attention/attention_kernels.cuh"
+#include "plugins/attention/attention_launch_common.cuh"
 #include "plugins/common/dispatch.cuh"
 #include "plugins/common/status.h"
 
@@ -37,82 +39,11 @@ struct Tiles256 {
 };
 
 std::atomic<int> g_tile_variant{0};
+std::atomic<int> g_path{0};  // AttentionPath
 
-int head_dim_bucket(const AttentionParams& p) {
-  const int64_t d = std::max(p.head_dim, p.v_head_dim);
-  return d <= 64 ? 64 : d <= 128 ? 128 : 256;
-}
-
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
-
-bool view_aligned(const void* ptr, const TensorView& v) {
-  return aligned16(ptr) && v.stride_b % 8 == 0 && v.stride_h % 8 == 0 && v.stride_s % 8 == 0;
-}
-
-// cp.async moves 16-byte chunks: every row start must be 16-byte aligned and
-// the head dims whole chunks.
-bool rows_aligned(const AttentionParams& p) {
-  return p.head_dim % 8 == 0 && p.v_head_dim % 8 == 0 && view_aligned(p.q, p.q_view) &&
-         view_aligned(p.k, p.k_view) && view_aligned(p.v, p.v_view) && view_aligned(p.out, p.out_view);
-}
-
-bool fits_int(int64_t n) { return n >= 0 && n <= INT32_MAX; }
-
-FlashArgs make_args(const AttentionParams& p, int block_m) {
-  FlashArgs a{};
-  a.q = p.q;
-  a.k = p.k;
-  a.v = p.v;
-  a.out = p.out;
-  a.lse = p.lse;
-  a.q_sb = p.q_view.stride_b, a.q_sh = p.q_view.stride_h, a.q_ss = p.q_view.stride_s;
-  a.k_sb = p.k_view.stride_b, a.k_sh = p.k_view.stride_h, a.k_ss = p.k_view.stride_s;
-  a.v_sb = p.v_view.stride_b, a.v_sh = p.v_view.stride_h, a.v_ss = p.v_view.stride_s;
-  a.o_sb = p.out_view.stride_b, a.o_sh = p.out_view.stride_h, a.o_ss = p.out_view.stride_s;
-  a.q_heads = int(p.q_heads);
-  a.group = int(p.q_heads / p.kv_heads);
-  a.q_len = int(p.q_len);
-  a.kv_len = int(p.kv_len);
-  a.head_dim = int(p.head_dim);
-  a.v_head_dim = int(p.v_head_dim);
-  a.bh_count = int(p.batch * p.q_heads);
-  a.m_blocks = int((p.q_len + block_m - 1) / block_m);
-  a.scale_log2 = p.scale * LOG2E;
-  a.softcap = p.softcap;
-  a.scale_softcap = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
-  a.causal = p.causal ? 1 : 0;
-  // Offsets beyond the key range change nothing; clamping keeps the kernel in 32-bit math.
-  a.causal_offset = int(std::min<int64_t>(std::max<int64_t>(p.causal_offset, -p.q_len - 1), p.kv_len + 1));
-  a.mask_kind = static_cast<int>(p.mask_kind);
-  a.mask_dtype = static_cast<int>(p.mask_dtype);
-  a.mask = p.mask;
-  a.m_sb = p.mask_stride_b, a.m_sh = p.mask_stride_h, a.m_sq = p.mask_stride_q, a.m_sk = p.mask_stride_k;
-  a.mask_kv_len = p.mask_kind == MaskKind::none ? p.kv_len : std::max<int64_t>(p.mask_kv_len, 0);
-  return a;
-}
-
-constexpr int MAX_DEVICES = 64;
-
-template <typename T, typename CFG, bool ALIGNED, bool MASKED>
-cudaError_t launch_flash(const AttentionParams& p, cudaStream_t stream) {
-  const FlashArgs a = make_args(p, CFG::BLOCK_M);
-  auto kernel = flash_fwd_kernel<T, CFG, ALIGNED, MASKED>;
-  // Opting into more than 48 KiB of dynamic shared memory is per kernel and device.
-  static std::atomic<bool> smem_ready[MAX_DEVICES];
-  if constexpr (CFG::SMEM_BYTES > 48 * 1024) {
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    const bool cached = device >= 0 && device < MAX_DEVICES;
-    if (!cached || !smem_ready[device].load(std::memory_order_acquire)) {
-      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
-      if (err != cudaSuccess) return err;
-      if (cached) smem_ready[device].store(true, std::memory_order_release);
-    }
-  }
-  const int64_t blocks = int64_t(a.m_blocks) * a.bh_count;
-  kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a);
-  return cudaGetLastError();
+bool use_hopper(const AttentionParams& p) {
+  return g_path.load(std::memory_order_relaxed) != int(AttentionPath::sm80) && hopper_path_supports(p) &&
+         hopper_path_available();
 }
 
 // f(TypeTag<CFG>) for variant `index` of a tuple of configs (index 0 when out of range).
@@ -124,19 +55,6 @@ auto dispatch_variant(int index, F&& f) {
   } else {
     return f(TypeTag<std::tuple_element_t<I, Tuple>>{});
   }
-}
-
-// "flash_fwd<float16,d128,m128,n64,w4,b2>"; ",masked" / ",unaligned" mark those variants.
-template <typename T, typename CFG>
-const char* kernel_name(bool aligned, bool masked) {
-  auto make = [](bool al, bool ma) {
-    return str_cat("flash_fwd<", dtype_name(std::is_same_v<T, __half> ? DType::f16 : DType::bf16), ",d",
-                   CFG::HEAD_DIM, ",m", CFG::BLOCK_M, ",n", CFG::BLOCK_N, ",w", CFG::NUM_WARPS, ",b",
-                   CFG::BLOCKS_PER_SM, ma ? ",masked" : "", al ? "" : ",unaligned", ">");
-  };
-  static const std::string names[2][2] = {{make(false, false), make(false, true)},
-                                          {make(true, false), make(true, true)}};
-  return names[aligned][masked].c_str();
 }
 
 enum class TileChoice { masked, default_only, any_variant };
@@ -181,6 +99,7 @@ const char* attention_unsupported_reason(const AttentionParams& p) {
 
 const char* attention_kernel_name(const AttentionParams& p) {
   if (attention_unsupported_reason(p) != nullptr) return "unsupported";
+  if (use_hopper(p)) return hopper_kernel_name(p);
   const bool aligned = rows_aligned(p);
   return dispatch_dtype(p.dtype, [&](auto tag) -> const char* {
     using T = typename decltype(tag)::type;
@@ -195,9 +114,12 @@ const char* attention_kernel_name(const AttentionParams& p) {
 
 int attention_set_tile_variant(int variant) { return g_tile_variant.exchange(variant); }
 
+AttentionPath attention_set_path(AttentionPath path) { return AttentionPath(g_path.exchange(int(path))); }
+
 cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
   if (attention_unsupported_reason(p) != nullptr) return cudaErrorInvalidValue;
   if (p.batch == 0 || p.q_heads == 0 || p.q_len == 0) return cudaSuccess;
+  if (use_hopper(p)) return launch_attention_hopper(p, stream);
   return dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float>) {
@@ -206,7 +128,8 @@ cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
       const int bucket = head_dim_bucket(p);
       const bool aligned = rows_aligned(p);
       auto run = [&](auto cfg, auto ALIGNED, auto MASKED) {
-        return launch_flash<T, typename decltype(cfg)::type, ALIGNED.value, MASKED.value>(p, stream);
+        using CFG = typename decltype(cfg)::type;
+        return launch_kernel<CFG, flash_fwd_kernel<T, CFG, ALIGNED.value, MASKED.value>>(p, stream);
       };
       if (p.mask_kind != MaskKind::none) {
         return dispatch_bool(aligned, [&](auto ALIGNED) {

@@ -135,6 +135,18 @@ void register_attention_bindings(py::module_& m) {
   m.def("attention_set_tile_variant", &attention::attention_set_tile_variant,
         "Benchmark hook: tile variant for aligned rows from now on (0 = default); returns the previous one.",
         py::arg("variant"));
+  m.def(
+      "attention_set_path",
+      [](const std::string& path) {
+        attention::AttentionPath next;
+        if (path == "auto") next = attention::AttentionPath::automatic;
+        else if (path == "sm80") next = attention::AttentionPath::sm80;
+        else throw py::value_error("attention_set_path: path must be 'auto' or 'sm80', got '" + path + "'");
+        return attention::attention_set_path(next) == attention::AttentionPath::sm80 ? "sm80" : "auto";
+      },
+      "Kernel family for attention from now on, process-wide: 'auto' (wgmma on sm_90 when built for\n"
+      "sm_90a, else mma.sync) or 'sm80' (always the mma.sync kernel); returns the previous setting.",
+      py::arg("path"));
 }
 
 }  // namespace trt_fastops::python

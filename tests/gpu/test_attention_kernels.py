@@ -20,9 +20,29 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():  # pragma: no cover - depends on the machine
     pytest.skip("no CUDA device", allow_module_level=True)
 
-from trt_fastops import ops  # noqa: E402
+from trt_fastops import _C, ops  # noqa: E402
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@pytest.fixture(autouse=True, params=["auto", "sm80"])
+def kernel_path(request):
+    """Every test runs on both kernel families: 'auto' (the sm_90a wgmma kernel on an H100 when
+    the build carries sm_90a code) and 'sm80' (the mma.sync kernel, forced)."""
+    native = ops._native()
+    previous = native.attention_set_path(request.param)
+    yield request.param
+    native.attention_set_path(previous)
+
+
+def _kernel_name(q, k, v, **kw):
+    b, hq, sq, d = q.shape
+    return ops._native().attention_forward(
+        "float16" if q.dtype == torch.float16 else "bfloat16", int(q.data_ptr()), int(k.data_ptr()),
+        int(v.data_ptr()), int(q.data_ptr()), b, hq, k.shape[1], sq, k.shape[2], d, v.shape[3],
+        q_strides=(q.stride(0), q.stride(1), q.stride(2)), k_strides=(k.stride(0), k.stride(1), k.stride(2)),
+        v_strides=(v.stride(0), v.stride(1), v.stride(2)), out_strides=(q.stride(0), q.stride(1), q.stride(2)),
+        scale=0.1, dry_run=True, **kw)
 ATOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
 
@@ -311,3 +331,15 @@ def test_head_dim_over_256_is_refused():
     q, k, v = make_inputs(1, 2, 2, 8, 8, 264, 264, torch.float16)
     with pytest.raises(ValueError, match="head dims"):
         ops.attention(q, k, v)
+
+
+# ---------------------------------------------------------------------------
+# Kernel choice.
+def test_path_choice(kernel_path):
+    q, k, v = make_inputs(1, 2, 2, 64, 64, 128, 128, torch.float16)
+    name = _kernel_name(q, k, v)
+    hopper = torch.cuda.get_device_capability() == (9, 0) and "90a" in _C.build_info()["cuda_archs"]
+    if kernel_path == "auto" and hopper:
+        assert name.startswith("flash_fwd_wgmma<"), name
+    else:
+        assert name.startswith("flash_fwd<"), name

@@ -1,0 +1,114 @@
+// Internal to the attention launchers (attention_launch.cu, attention_hopper.cu):
+// alignment and head-dim rules, AttentionParams -> FlashArgs, the launch with its
+// shared-memory opt-in, and kernel names.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include "plugins/attention/attention.h"
+#include "plugins/attention/attention_kernels.cuh"
+#include "plugins/common/status.h"
+
+namespace trt_fastops::attention {
+
+inline int head_dim_bucket(const AttentionParams& p) {
+  const int64_t d = std::max(p.head_dim, p.v_head_dim);
+  return d <= 64 ? 64 : d <= 128 ? 128 : 256;
+}
+
+inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+inline bool view_aligned(const void* ptr, const TensorView& v) {
+  return aligned16(ptr) && v.stride_b % 8 == 0 && v.stride_h % 8 == 0 && v.stride_s % 8 == 0;
+}
+
+// cp.async moves 16-byte chunks: every row start must be 16-byte aligned and
+// the head dims whole chunks.
+inline bool rows_aligned(const AttentionParams& p) {
+  return p.head_dim % 8 == 0 && p.v_head_dim % 8 == 0 && view_aligned(p.q, p.q_view) &&
+         view_aligned(p.k, p.k_view) && view_aligned(p.v, p.v_view) && view_aligned(p.out, p.out_view);
+}
+
+inline bool fits_int(int64_t n) { return n >= 0 && n <= INT32_MAX; }
+
+inline FlashArgs make_args(const AttentionParams& p, int block_m) {
+  FlashArgs a{};
+  a.q = p.q;
+  a.k = p.k;
+  a.v = p.v;
+  a.out = p.out;
+  a.lse = p.lse;
+  a.q_sb = p.q_view.stride_b, a.q_sh = p.q_view.stride_h, a.q_ss = p.q_view.stride_s;
+  a.k_sb = p.k_view.stride_b, a.k_sh = p.k_view.stride_h, a.k_ss = p.k_view.stride_s;
+  a.v_sb = p.v_view.stride_b, a.v_sh = p.v_view.stride_h, a.v_ss = p.v_view.stride_s;
+  a.o_sb = p.out_view.stride_b, a.o_sh = p.out_view.stride_h, a.o_ss = p.out_view.stride_s;
+  a.q_heads = int(p.q_heads);
+  a.group = int(p.q_heads / p.kv_heads);
+  a.q_len = int(p.q_len);
+  a.kv_len = int(p.kv_len);
+  a.head_dim = int(p.head_dim);
+  a.v_head_dim = int(p.v_head_dim);
+  a.bh_count = int(p.batch * p.q_heads);
+  a.m_blocks = int((p.q_len + block_m - 1) / block_m);
+  a.scale_log2 = p.scale * LOG2E;
+  a.softcap = p.softcap;
+  a.scale_softcap = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
+  a.causal = p.causal ? 1 : 0;
+  // Offsets beyond the key range change nothing; clamping keeps the kernel in 32-bit math.
+  a.causal_offset = int(std::min<int64_t>(std::max<int64_t>(p.causal_offset, -p.q_len - 1), p.kv_len + 1));
+  a.mask_kind = static_cast<int>(p.mask_kind);
+  a.mask_dtype = static_cast<int>(p.mask_dtype);
+  a.mask = p.mask;
+  a.m_sb = p.mask_stride_b, a.m_sh = p.mask_stride_h, a.m_sq = p.mask_stride_q, a.m_sk = p.mask_stride_k;
+  a.mask_kv_len = p.mask_kind == MaskKind::none ? p.kv_len : std::max<int64_t>(p.mask_kv_len, 0);
+  return a;
+}
+
+inline constexpr int MAX_DEVICES = 64;
+
+// Launches one kernel instantiation (KERNEL is its address, so each gets its
+// own once-per-device shared-memory opt-in).
+template <typename CFG, auto KERNEL>
+cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream) {
+  const FlashArgs a = make_args(p, CFG::BLOCK_M);
+  auto kernel = KERNEL;
+  // Opting into more than 48 KiB of dynamic shared memory is per kernel and device.
+  static std::atomic<bool> smem_ready[MAX_DEVICES];
+  if constexpr (CFG::SMEM_BYTES > 48 * 1024) {
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    const bool cached = device >= 0 && device < MAX_DEVICES;
+    if (!cached || !smem_ready[device].load(std::memory_order_acquire)) {
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
+      if (err != cudaSuccess) return err;
+      if (cached) smem_ready[device].store(true, std::memory_order_release);
+    }
+  }
+  const int64_t blocks = int64_t(a.m_blocks) * a.bh_count;
+  kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a);
+  return cudaGetLastError();
+}
+
+// "flash_fwd<float16,d128,m128,n64,w4,b2>" (the config's NAME); ",masked" / ",unaligned" mark those variants.
+template <typename T, typename CFG>
+const char* kernel_name(bool aligned, bool masked) {
+  auto make = [](bool al, bool ma) {
+    return str_cat(CFG::NAME, "<", dtype_name(std::is_same_v<T, __half> ? DType::f16 : DType::bf16), ",d",
+                   CFG::HEAD_DIM, ",m", CFG::BLOCK_M, ",n", CFG::BLOCK_N, ",w", CFG::NUM_WARPS, ",b",
+                   CFG::BLOCKS_PER_SM, ma ? ",masked" : "", al ? "" : ",unaligned", ">");
+  };
+  static const std::string names[2][2] = {{make(false, false), make(false, true)},
+                                          {make(true, false), make(true, true)}};
+  return names[aligned][masked].c_str();
+}
+
+}  // namespace trt_fastops::attention
