@@ -176,8 +176,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
     finally:
         _C.attention_set_path(previous)
     if args.tile_sweep:
-        sweep = {}
-        _C.attention_set_path("sm80")
+        sweep = {}  # variants of the kernel this GPU runs (wgmma on sm_90a)
         for variant in range(0, args.tile_sweep):
             _C.attention_set_tile_variant(variant)
             try:
@@ -194,7 +193,6 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
                 sweep[name] = round(case["flops"] / t / 1e6, 1) if diff <= 0.02 else f"wrong ({diff:.3g})"
             finally:
                 _C.attention_set_tile_variant(0)
-        _C.attention_set_path("auto")
         row["tile_sweep_tflops"] = sweep
         print(f"  tile sweep: {sweep}", flush=True)
     row["ours_us"] = round(us, 1)

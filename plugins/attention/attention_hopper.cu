@@ -3,6 +3,7 @@
 // hopper_path_available() is false, so the sm80 path runs.
 #include <atomic>
 #include <cstring>
+#include <tuple>
 
 #include "plugins/attention/attention_hopper.cuh"
 #include "plugins/attention/attention_hopper.h"
@@ -12,10 +13,38 @@
 namespace trt_fastops::attention {
 namespace {
 
-// Keys per step: 128 while S (64 x BN) and O (64 x D) accumulators fit the
-// registers of one thread, 64 for d256.
+// Tile variants per head-dim bucket (the first is the default and serves masked
+// inputs; the rest are for the benchmark's sweep). HopperConfig<D, BLOCK_N, CTAs/SM>:
+// 128 keys per step while the S (64 x BN) and O (64 x D) accumulators fit one
+// CTA's registers; 64 keys lets d64 run two CTAs per SM (one CTA's loads and
+// epilogue overlap the other's math).
 template <int D>
-using HopperTiles = HopperConfig<D, D <= 128 ? 128 : 64>;
+struct HopperTiles;
+template <>
+struct HopperTiles<64> {
+  using Variants = std::tuple<HopperConfig<64, 64, 2>, HopperConfig<64, 128, 1>>;
+};
+template <>
+struct HopperTiles<128> {
+  using Variants = std::tuple<HopperConfig<128, 128, 1>, HopperConfig<128, 64, 2>>;
+};
+template <>
+struct HopperTiles<256> {
+  using Variants = std::tuple<HopperConfig<256, 64, 1>>;
+};
+
+// f(TypeTag<CFG>) for the bucket's variant (0 for masked inputs: one instantiation each).
+template <typename F>
+auto dispatch_hopper_config(const AttentionParams& p, int variant, F&& f) {
+  const bool masked = p.mask_kind != MaskKind::none;
+  return dispatch_int<64, 128, 256>(head_dim_bucket(p), [&](auto D) {
+    using Variants = typename HopperTiles<D.value>::Variants;
+    return dispatch_bool(masked, [&](auto MASKED) {
+      if constexpr (MASKED.value) return f(TypeTag<std::tuple_element_t<0, Variants>>{}, MASKED);
+      else return dispatch_variant<Variants>(variant, [&](auto cfg) { return f(cfg, MASKED); });
+    });
+  });
+}
 
 bool built_for_sm90a() {
 #ifdef TRT_FASTOPS_CUDA_ARCHS
@@ -47,27 +76,24 @@ bool hopper_path_supports(const AttentionParams& p) {
   return (p.dtype == DType::f16 || p.dtype == DType::bf16) && rows_aligned(p);
 }
 
-const char* hopper_kernel_name(const AttentionParams& p) {
-  const bool masked = p.mask_kind != MaskKind::none;
+const char* hopper_kernel_name(const AttentionParams& p, int variant) {
   return dispatch_dtype(p.dtype, [&](auto tag) -> const char* {
     using T = typename decltype(tag)::type;
-    return dispatch_int<64, 128, 256>(head_dim_bucket(p), [&](auto D) {
-      return kernel_name<T, HopperTiles<D.value>>(true, masked);
+    return dispatch_hopper_config(p, variant, [&](auto cfg, auto MASKED) {
+      return kernel_name<T, typename decltype(cfg)::type>(true, MASKED.value);
     });
   });
 }
 
-cudaError_t launch_attention_hopper(const AttentionParams& p, cudaStream_t stream) {
+cudaError_t launch_attention_hopper(const AttentionParams& p, int variant, cudaStream_t stream) {
   return dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float>) {
       return cudaErrorInvalidValue;
     } else {
-      return dispatch_int<64, 128, 256>(head_dim_bucket(p), [&](auto D) {
-        using CFG = HopperTiles<D.value>;
-        return dispatch_bool(p.mask_kind != MaskKind::none, [&](auto MASKED) {
-          return launch_kernel<CFG, flash_fwd_hopper_kernel<T, CFG, MASKED.value>>(p, stream);
-        });
+      return dispatch_hopper_config(p, variant, [&](auto cfg, auto MASKED) {
+        using CFG = typename decltype(cfg)::type;
+        return launch_kernel<CFG, flash_fwd_hopper_kernel<T, CFG, MASKED.value>>(p, stream);
       });
     }
   });

@@ -22,10 +22,11 @@
 
 namespace trt_fastops::attention {
 
-template <int D, int BN>
+// MIN_BLOCKS: CTAs per SM to fit (caps registers at 65536 / (256 * MIN_BLOCKS)).
+template <int D, int BN, int MIN_BLOCKS>
 struct HopperConfig {
   static constexpr const char* NAME = "flash_fwd_wgmma";
-  static constexpr int HEAD_DIM = D, BLOCK_M = 128, BLOCK_N = BN, NUM_WARPS = 8, BLOCKS_PER_SM = 1;
+  static constexpr int HEAD_DIM = D, BLOCK_M = 128, BLOCK_N = BN, NUM_WARPS = 8, BLOCKS_PER_SM = MIN_BLOCKS;
   static constexpr int THREADS = 256;
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
   // Q + two stages of K and V, plus slack to align the tiles to 1024 bytes
@@ -92,7 +93,7 @@ __device__ __forceinline__ void pin_registers(float (&r)[N][4]) {
 }
 
 template <typename T, typename CFG, bool MASKED>
-__global__ void __launch_bounds__(CFG::THREADS, 1) flash_fwd_hopper_kernel(const FlashArgs a) {
+__global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_hopper_kernel(const FlashArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = CFG::HEAD_DIM, BM = CFG::BLOCK_M, BN = CFG::BLOCK_N, THREADS = CFG::THREADS;
   constexpr int NT = BN / 8, DT = D / 8;

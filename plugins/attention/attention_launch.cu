@@ -46,17 +46,6 @@ bool use_hopper(const AttentionParams& p) {
          hopper_path_available();
 }
 
-// f(TypeTag<CFG>) for variant `index` of a tuple of configs (index 0 when out of range).
-template <typename Tuple, size_t I = 0, typename F>
-auto dispatch_variant(int index, F&& f) {
-  if constexpr (I + 1 < std::tuple_size_v<Tuple>) {
-    if (index == int(I)) return f(TypeTag<std::tuple_element_t<I, Tuple>>{});
-    return dispatch_variant<Tuple, I + 1>(index, f);
-  } else {
-    return f(TypeTag<std::tuple_element_t<I, Tuple>>{});
-  }
-}
-
 enum class TileChoice { masked, default_only, any_variant };
 
 // f(TypeTag<CFG>) for the bucket's config: its Masked config, Variants[0], or Variants[variant].
@@ -99,7 +88,7 @@ const char* attention_unsupported_reason(const AttentionParams& p) {
 
 const char* attention_kernel_name(const AttentionParams& p) {
   if (attention_unsupported_reason(p) != nullptr) return "unsupported";
-  if (use_hopper(p)) return hopper_kernel_name(p);
+  if (use_hopper(p)) return hopper_kernel_name(p, g_tile_variant.load(std::memory_order_relaxed));
   const bool aligned = rows_aligned(p);
   return dispatch_dtype(p.dtype, [&](auto tag) -> const char* {
     using T = typename decltype(tag)::type;
@@ -119,7 +108,7 @@ AttentionPath attention_set_path(AttentionPath path) { return AttentionPath(g_pa
 cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
   if (attention_unsupported_reason(p) != nullptr) return cudaErrorInvalidValue;
   if (p.batch == 0 || p.q_heads == 0 || p.q_len == 0) return cudaSuccess;
-  if (use_hopper(p)) return launch_attention_hopper(p, stream);
+  if (use_hopper(p)) return launch_attention_hopper(p, g_tile_variant.load(std::memory_order_relaxed), stream);
   return dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float>) {

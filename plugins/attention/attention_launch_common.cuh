@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include <cuda_bf16.h>
@@ -15,6 +16,7 @@
 
 #include "plugins/attention/attention.h"
 #include "plugins/attention/attention_kernels.cuh"
+#include "plugins/common/dispatch.cuh"
 #include "plugins/common/status.h"
 
 namespace trt_fastops::attention {
@@ -109,6 +111,17 @@ const char* kernel_name(bool aligned, bool masked) {
   static const std::string names[2][2] = {{make(false, false), make(false, true)},
                                           {make(true, false), make(true, true)}};
   return names[aligned][masked].c_str();
+}
+
+// f(TypeTag<CFG>) for variant `index` of a tuple of configs (index 0 when out of range).
+template <typename Tuple, size_t I = 0, typename F>
+auto dispatch_variant(int index, F&& f) {
+  if constexpr (I + 1 < std::tuple_size_v<Tuple>) {
+    if (index == int(I)) return f(TypeTag<std::tuple_element_t<I, Tuple>>{});
+    return dispatch_variant<Tuple, I + 1>(index, f);
+  } else {
+    return f(TypeTag<std::tuple_element_t<I, Tuple>>{});
+  }
 }
 
 }  // namespace trt_fastops::attention
