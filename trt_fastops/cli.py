@@ -189,9 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "all")
     s.add_argument("--report", help="also write the rewrite report (every rewrite and refusal) as JSON")
     s.add_argument("--plugin-attributes", action="store_true",
-                   help="add TensorRT plugin fields (plugin_version/namespace, inputs/outputs bitmasks) "
-                        "to the norm nodes (Attention and Conv have no TensorRT plugin yet and get none); "
-                        "the file still runs in ONNX Runtime")
+                   help="add TensorRT plugin fields to every trt_fastops node: plugin_version/namespace, "
+                        "and the inputs/outputs slot bitmasks where a node needs them (norm and Attention "
+                        "nodes with a dropped middle input or more outputs than Y); the file still runs in "
+                        "ONNX Runtime")
     s.set_defaults(func=_cmd_rewrite)
 
     s = sub.add_parser("check", help="compare a rewritten model with its original on ONNX Runtime",

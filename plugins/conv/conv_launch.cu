@@ -147,6 +147,23 @@ Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, 
 
 }  // namespace
 
+Status conv_workspace_bound(const ConvParams& p, size_t cudnn_budget, size_t* bytes) {
+  if (bytes == nullptr) return Status::errorf(conv_op_name(p), ": conv_workspace_bound needs a bytes output");
+  *bytes = 0;
+  // plan_fallback's checks refuse null data pointers but its choice never
+  // reads them: 16-byte aligned stand-ins (the alignment real buffers get)
+  // let it plan from the sizes alone.
+  ConvParams sizes = p;
+  const void* stand_in = reinterpret_cast<const void*>(uintptr_t{256});
+  sizes.x = sizes.w = stand_in;
+  if (sizes.bias != nullptr) sizes.bias = stand_in;
+  sizes.y = const_cast<void*>(stand_in);
+  FallbackPlan plan;
+  TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(sizes, FallbackKernel::none, &plan));
+  *bytes = std::max(plan.workspace, cudnn_budget);
+  return Status::ok();
+}
+
 const char* conv_backend_name(ConvBackend backend) {
   switch (backend) {
     case ConvBackend::automatic: return "auto";

@@ -77,6 +77,16 @@ Status conv_prepare(const ConvParams& p, cudaStream_t stream, ConvPlanHandle* pl
 Status conv_run(const ConvParams& p, const ConvPlanHandle& plan, void* workspace, size_t workspace_bytes,
                 cudaStream_t stream);
 
+// An upper bound on the workspace conv_prepare can ask for p's sizes when
+// cuDNN engines are limited to cudnn_budget bytes: max(cudnn_budget, the
+// fallback's workspace, i.e. its packed weights). For frameworks that fix the
+// workspace before any data exists (TensorRT's getWorkspaceSize): depends on
+// sizes only, p's data pointers are not read and may be null (see
+// make_conv_size_params in conv_op.h). A plan needing more than the bound can
+// be replaced by ConvBackend::fallback, whose workspace is within it. Refuses
+// sizes the fallback refuses (with its message). Plans and allocates nothing.
+Status conv_workspace_bound(const ConvParams& p, size_t cudnn_budget, size_t* bytes);
+
 struct ConvPlanInfo {
   bool empty = false;              // nothing to compute (an empty output)
   bool cudnn = false;              // runs cuDNN (else the fallback kernel)

@@ -489,11 +489,12 @@ Status infer_conv(ConvOp op, const ConvAttrs& attrs, const std::vector<TensorDes
   return Status::ok();
 }
 
-Status make_conv_params(ConvOp op, const ConvAttrs& attrs, const ConvShapes& shapes, const ConvBuffers& buffers,
-                        ConvParams* out) {
+// Every param but the data pointers; `caller` names the API for the internal error.
+static Status fill_size_params(ConvOp op, const ConvAttrs& attrs, const ConvShapes& shapes, const char* caller,
+                               ConvParams* out) {
   const ConvSignature& sig = conv_signature(op);
   if (!shapes.fully_known()) {
-    return Status::errorf(sig.name, ": internal error: make_conv_params needs fully known shapes (Y ",
+    return Status::errorf(sig.name, ": internal error: ", caller, " needs fully known shapes (Y ",
                           format_dims(shapes.y_dims), ")");
   }
   ConvParams p;
@@ -516,6 +517,19 @@ Status make_conv_params(ConvOp op, const ConvAttrs& attrs, const ConvShapes& sha
     p.output_padding[i] = used && sig.transpose ? shapes.output_padding[i] : 0;
   }
   p.activation = attrs.activation;
+  *out = p;
+  return Status::ok();
+}
+
+Status make_conv_size_params(ConvOp op, const ConvAttrs& attrs, const ConvShapes& shapes, ConvParams* out) {
+  return fill_size_params(op, attrs, shapes, "make_conv_size_params", out);
+}
+
+Status make_conv_params(ConvOp op, const ConvAttrs& attrs, const ConvShapes& shapes, const ConvBuffers& buffers,
+                        ConvParams* out) {
+  const ConvSignature& sig = conv_signature(op);
+  ConvParams p;
+  TRT_FASTOPS_RETURN_IF_ERROR(fill_size_params(op, attrs, shapes, "make_conv_params", &p));
   p.x = buffers.inputs[sig.x];
   p.w = buffers.inputs[sig.w];
   p.bias = shapes.has_bias ? buffers.inputs[sig.b] : nullptr;

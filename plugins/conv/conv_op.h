@@ -147,4 +147,8 @@ struct ConvBuffers {
 Status make_conv_params(ConvOp op, const ConvAttrs& attrs, const ConvShapes& shapes, const ConvBuffers& buffers,
                         ConvParams* out);
 
+// The same params without data (every pointer null), for queries that depend
+// on sizes only (conv_workspace_bound in conv_launch.h, at build time).
+Status make_conv_size_params(ConvOp op, const ConvAttrs& attrs, const ConvShapes& shapes, ConvParams* out);
+
 }  // namespace trt_fastops::conv

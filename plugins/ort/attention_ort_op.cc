@@ -72,75 +72,6 @@ Status read_attention_attrs(const OrtShapeInferContext* ctx, at::AttentionAttrs*
   return at::validate_attention_attrs(*attrs);
 }
 
-// ---------------------------------------------------------------------------
-// 'inputs' / 'outputs': bitmasks of the op's input / output slots, the
-// TensorRT plugin fields (plugins/trt/README.md) that let a node drop an empty
-// middle input (past_key without attn_mask). ORT maps node inputs by position,
-// so with 'inputs' given, node input k is the k-th set slot. Same rules as
-// the norm ops (norm_ort_op.cc).
-
-constexpr const char* ATTR_INPUTS = "inputs";
-constexpr const char* ATTR_OUTPUTS = "outputs";
-
-// *mask = -1 when the attribute is absent.
-Status read_slot_mask_attr(const OrtKernelInfo* info, const at::AttentionSignature& sig, const char* name,
-                           int64_t* mask) {
-  const OrtApi* a = api();
-  *mask = -1;
-  int64_t i = 0;
-  float f = 0.f;
-  size_t size = 0;
-  const bool inputs = std::string(name) == ATTR_INPUTS;
-  const int count = inputs ? sig.num_inputs : sig.num_outputs;
-  if (succeeded(a->KernelInfoGetAttribute_int64(info, name, &i))) {
-    if (i < 0 || i >= (int64_t{1} << count) || (!inputs && !(i & 1))) {
-      return Status::errorf(sig.name, ": attribute '", name, "' is ", i, ", expected a bitmask over the ", count, " ",
-                            inputs ? "input" : "output", " slots", inputs ? "" : " with bit 0 (Y) set");
-    }
-    *mask = i;
-    return Status::ok();
-  }
-  const char* found = nullptr;
-  if (succeeded(a->KernelInfoGetAttribute_float(info, name, &f)))
-    found = "a float";
-  else if (succeeded(a->KernelInfoGetAttribute_string(info, name, nullptr, &size)))
-    found = "a string";
-  if (found != nullptr) {
-    return Status::errorf(sig.name, ": attribute '", name, "' is ", found, ", expected an int (a bitmask of ",
-                          inputs ? "input" : "output", " slots)");
-  }
-  return Status::ok();  // absent
-}
-
-// Position -> slot for a node with n_in inputs; mask < 0 (no attribute): empty, i.e. positions are slots.
-Status input_slots_from_mask(const at::AttentionSignature& sig, int64_t mask, size_t n_in, std::vector<int>* slots) {
-  slots->clear();
-  if (mask < 0) return Status::ok();
-  for (int s = 0; s < sig.num_inputs; ++s)
-    if (mask >> s & 1) slots->push_back(s);
-  if (slots->size() != n_in) {
-    return Status::errorf(sig.name, ": the node has ", n_in, " inputs, but attribute 'inputs' = ", mask, " names ",
-                          slots->size());
-  }
-  return Status::ok();
-}
-
-// Descs (and data pointers) by position -> by slot; unnamed slots stay absent.
-// No slots (no 'inputs' attribute): left as they are.
-void to_slots(const std::vector<int>& slots, const at::AttentionSignature& sig, std::vector<TensorDesc>* descs,
-              const void** data) {
-  if (slots.empty()) return;
-  std::vector<TensorDesc> by_slot(size_t(sig.num_inputs), TensorDesc());
-  const void* ptrs[at::ATTENTION_MAX_INPUTS] = {};
-  for (size_t k = 0; k < descs->size() && k < slots.size(); ++k) {
-    by_slot[size_t(slots[k])] = (*descs)[k];
-    if (data != nullptr) ptrs[slots[k]] = data[k];
-  }
-  *descs = std::move(by_slot);
-  if (data != nullptr)
-    for (int s = 0; s < at::ATTENTION_MAX_INPUTS; ++s) data[s] = ptrs[s];
-}
-
 // Scratch for present_key / present_value when past is given without those
 // outputs: one block each from ORT's allocator for Q's device, freed when the
 // guard goes (after the enqueue on CUDA, as ORT's own kernels do with scratch:
@@ -216,25 +147,14 @@ Status AttentionFamily::create_kernel(const OrtKernelInfo* info, Kernel* k) {
   TRT_FASTOPS_RETURN_IF_ERROR(read_attention_attrs(info, &k->attrs));
   size_t n_in = 0, n_out = 0;
   TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_counts(info, &n_in, &n_out));
-  int64_t in_mask = -1, out_mask = -1;
-  TRT_FASTOPS_RETURN_IF_ERROR(read_slot_mask_attr(info, sig, ATTR_INPUTS, &in_mask));
-  TRT_FASTOPS_RETURN_IF_ERROR(read_slot_mask_attr(info, sig, ATTR_OUTPUTS, &out_mask));
-  TRT_FASTOPS_RETURN_IF_ERROR(input_slots_from_mask(sig, in_mask, n_in, &k->input_slots));
+  const SlotLayout layout = slot_layout(sig);
+  int64_t out_mask = -1;
+  TRT_FASTOPS_RETURN_IF_ERROR(read_slot_masks(info, layout, n_in, &k->input_slots, &out_mask));
   std::vector<TensorDesc> inputs;
   TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_inputs(info, std::min(n_in, size_t(sig.num_inputs)), sig.name, &inputs));
   inputs.resize(std::max(inputs.size(), n_in));  // extra inputs: infer_attention words the refusal
-  to_slots(k->input_slots, sig, &inputs, nullptr);
-  k->outputs_present.assign(n_out, false);
-  for (size_t i = 0; i < n_out; ++i) {
-    std::string name;
-    TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_output_name(info, i, &name));
-    k->outputs_present[i] = !name.empty();
-    // TensorRT would leave an output outside 'outputs' unwritten: refuse the mismatch here too.
-    if (k->outputs_present[i] && out_mask >= 0 && !(out_mask >> i & 1)) {
-      return Status::errorf(sig.name, ": ", output_ref(sig, int(i)), " is used but attribute 'outputs' = ", out_mask,
-                            " does not include it");
-    }
-  }
+  inputs_to_slots(k->input_slots, sig.num_inputs, &inputs, nullptr);
+  TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_outputs_present(info, layout, n_out, out_mask, &k->outputs_present));
   at::AttentionShapes shapes;
   TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(k->attrs, inputs, k->outputs_present, &shapes));
   if (k->cuda) return at::attention_cuda_dtype_refusal(shapes);
@@ -248,7 +168,7 @@ OrtStatus* AttentionFamily::compute(const Kernel& k, OrtKernelContext* ctx) {
   at::AttentionBuffers buffers;
   Status s = context_inputs(ctx, size_t(at::ATTENTION_MAX_INPUTS), &inputs, buffers.inputs);
   if (!s.is_ok()) return fail(s);
-  to_slots(k.input_slots, signature(k.op), &inputs, buffers.inputs);
+  inputs_to_slots(k.input_slots, signature(k.op).num_inputs, &inputs, buffers.inputs);
 
   at::AttentionShapes shapes;
   s = at::infer_attention(k.attrs, inputs, k.outputs_present, &shapes);
@@ -301,17 +221,8 @@ Status AttentionFamily::infer_shapes(Op op, OrtShapeInferContext* ctx) {
   std::vector<TensorDesc> inputs;
   std::vector<std::string> q_symbols;
   TRT_FASTOPS_RETURN_IF_ERROR(shape_infer_inputs(ctx, size_t(sig.num_inputs), sig.x, &inputs, &q_symbols));
-  const OrtOpAttr* mask_attr = nullptr;
-  if (succeeded(api()->ShapeInferContext_GetAttribute(ctx, ATTR_INPUTS, &mask_attr)) && mask_attr != nullptr) {
-    int64_t mask = 0;
-    size_t out = 0;
-    std::vector<int> slots;
-    if (!succeeded(api()->ReadOpAttr(mask_attr, ORT_OP_ATTR_INT, &mask, sizeof(mask), &out)) || mask < 0 ||
-        mask >= (int64_t{1} << sig.num_inputs) || !input_slots_from_mask(sig, mask, inputs.size(), &slots).is_ok()) {
-      return Status::ok();  // kernel creation words the refusal
-    }
-    to_slots(slots, sig, &inputs, nullptr);  // Q stays slot 0, so q_symbols still hold
-  }
+  // Q stays slot 0, so q_symbols still hold; an unusable mask: kernel creation words the refusal.
+  if (!shape_infer_inputs_to_slots(ctx, slot_layout(sig), &inputs)) return Status::ok();
   at::AttentionAttrs attrs;
   TRT_FASTOPS_RETURN_IF_ERROR(read_attention_attrs(ctx, &attrs));
   at::AttentionShapes shapes;

@@ -146,8 +146,14 @@ Status ConvFamily::create_kernel(const OrtKernelInfo* info, Kernel* k) {
     return Status::errorf(sig.name, ": node has ", n_in, " inputs and ", n_out, " outputs, expected 2 or 3 inputs (X, W, B?) "
                           "and 1 output (Y)");
   }
+  // 'inputs' / 'outputs' as every op reads them. With X, W, B? and Y alone a
+  // valid mask always equals the positions; reading it refuses a mask that
+  // contradicts the node (the TensorRT conv plugins take no such fields).
+  int64_t out_mask = -1;
+  TRT_FASTOPS_RETURN_IF_ERROR(read_slot_masks(info, slot_layout(sig), n_in, &k->input_slots, &out_mask));
   std::vector<TensorDesc> inputs;
   TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_inputs(info, n_in, sig.name, &inputs));
+  inputs_to_slots(k->input_slots, sig.num_inputs, &inputs, nullptr);
   conv::ConvShapes shapes;
   return conv::infer_conv(k->op, k->attrs, inputs, &shapes);
 }
@@ -160,6 +166,7 @@ OrtStatus* ConvFamily::compute(const Kernel& k, OrtKernelContext* ctx) {
   conv::ConvBuffers buffers;
   Status s = context_inputs(ctx, size_t(sig.num_inputs), &inputs, buffers.inputs);
   if (!s.is_ok()) return fail(s);
+  inputs_to_slots(k.input_slots, sig.num_inputs, &inputs, buffers.inputs);
 
   conv::ConvShapes shapes;
   s = conv::infer_conv(k.op, k.attrs, inputs, &shapes);
@@ -184,6 +191,8 @@ Status ConvFamily::infer_shapes(Op op, OrtShapeInferContext* ctx) {
   std::vector<TensorDesc> inputs;
   std::vector<std::string> x_symbols;
   TRT_FASTOPS_RETURN_IF_ERROR(shape_infer_inputs(ctx, size_t(sig.num_inputs), sig.x, &inputs, &x_symbols));
+  // X stays slot 0; an unusable mask: kernel creation words the refusal.
+  if (!shape_infer_inputs_to_slots(ctx, slot_layout(sig), &inputs)) return Status::ok();
   const std::string n_symbol = x_symbols.empty() ? std::string() : x_symbols[0];
   conv::ConvAttrs attrs;
   TRT_FASTOPS_RETURN_IF_ERROR(read_conv_attrs(ctx, op, &attrs));

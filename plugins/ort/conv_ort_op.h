@@ -10,9 +10,13 @@
 //                                const char* op_name, const std::string& node_name)
 // declared in plugins/ort/conv_ort_cuda.h (the CUDA side: cudnn-frontend
 // plans, plan cache, fallback kernel, workspace from ORT).
+// Optional int attributes 'inputs' / 'outputs' (slot bitmasks, plugins/trt/README.md)
+// are read and checked as for the other ops; for X, W, B? -> Y a valid mask is the positions.
 #pragma once
 
 #include <onnxruntime_c_api.h>
+
+#include <vector>
 
 #include "plugins/conv/conv_op.h"
 #include "plugins/ort/ort_op.h"
@@ -24,6 +28,9 @@ struct ConvFamily {
   using Signature = conv::ConvSignature;
   struct Kernel : OrtKernelBase<Op> {
     conv::ConvAttrs attrs;
+    // Node input position -> slot from the optional 'inputs' bitmask (empty:
+    // positions are slots), read as for every op (ort_helpers.h).
+    std::vector<int> input_slots;
   };
 
   static const Signature& signature(Op op) { return conv::conv_signature(op); }

@@ -75,73 +75,6 @@ Status read_norm_attrs(const OrtShapeInferContext* ctx, norm::NormOp op, norm::N
   return norm::validate_norm_attrs(op, *attrs);
 }
 
-// ---------------------------------------------------------------------------
-// 'inputs' / 'outputs': bitmasks of the op's input / output slots (the
-// TensorRT plugin's fields, plugins/trt/README.md). ORT maps node inputs by
-// position, so with 'inputs' given, node input k is the k-th set slot.
-
-constexpr const char* ATTR_INPUTS = "inputs";
-constexpr const char* ATTR_OUTPUTS = "outputs";
-
-// *mask = -1 when the attribute is absent.
-Status read_mask_attr(const OrtKernelInfo* info, const NormSignature& sig, const char* name, int64_t* mask) {
-  const OrtApi* a = api();
-  *mask = -1;
-  int64_t i = 0;
-  float f = 0.f;
-  size_t size = 0;
-  const bool inputs = std::string(name) == ATTR_INPUTS;
-  const int count = inputs ? sig.num_inputs : sig.num_outputs;
-  if (succeeded(a->KernelInfoGetAttribute_int64(info, name, &i))) {
-    if (i < 0 || i >= (int64_t{1} << count) || (!inputs && !(i & 1))) {
-      return Status::errorf(sig.name, ": attribute '", name, "' is ", i, ", expected a bitmask over the ", count,
-                            " ", inputs ? "input" : "output", " slots", inputs ? "" : " with bit 0 (Y) set");
-    }
-    *mask = i;
-    return Status::ok();
-  }
-  const char* found = nullptr;
-  if (succeeded(a->KernelInfoGetAttribute_float(info, name, &f)))
-    found = "a float";
-  else if (succeeded(a->KernelInfoGetAttribute_string(info, name, nullptr, &size)))
-    found = "a string";
-  if (found != nullptr) {
-    return Status::errorf(sig.name, ": attribute '", name, "' is ", found, ", expected an int (a bitmask of ",
-                          inputs ? "input" : "output", " slots)");
-  }
-  return Status::ok();  // absent
-}
-
-// Position -> slot for a node with n_in inputs; mask < 0 (no attribute):
-// empty, i.e. positions are slots.
-Status input_slots_from_mask(const NormSignature& sig, int64_t mask, size_t n_in, std::vector<int>* slots) {
-  slots->clear();
-  if (mask < 0) return Status::ok();
-  for (int s = 0; s < sig.num_inputs; ++s)
-    if (mask >> s & 1) slots->push_back(s);
-  if (slots->size() != n_in) {
-    return Status::errorf(sig.name, ": the node has ", n_in, " inputs, but attribute 'inputs' = ", mask, " names ",
-                          slots->size());
-  }
-  return Status::ok();
-}
-
-// Descs (and data pointers) by position -> by slot; unnamed slots stay absent.
-// No slots (no 'inputs' attribute): left as they are.
-void to_slots(const std::vector<int>& slots, const NormSignature& sig, std::vector<TensorDesc>* descs,
-              const void** data) {
-  if (slots.empty()) return;
-  std::vector<TensorDesc> by_slot(size_t(sig.num_inputs), TensorDesc());
-  const void* ptrs[norm::NORM_MAX_INPUTS] = {};
-  for (size_t k = 0; k < descs->size() && k < slots.size(); ++k) {
-    by_slot[size_t(slots[k])] = (*descs)[k];
-    if (data != nullptr) ptrs[slots[k]] = data[k];
-  }
-  *descs = std::move(by_slot);
-  if (data != nullptr)
-    for (int s = 0; s < norm::NORM_MAX_INPUTS; ++s) data[s] = ptrs[s];
-}
-
 // CPU reference, split over rows through ORT's intra-op thread pool.
 Status run_cpu(OrtKernelContext* ctx, const NormParams& p) {
   constexpr int64_t ELEMS_PER_CHUNK = 1 << 15;  // keeps per-task overhead small
@@ -169,24 +102,13 @@ Status NormFamily::create_kernel(const OrtKernelInfo* info, Kernel* k) {
     return Status::errorf(sig.name, ": node has ", n_in, " inputs and ", n_out, " outputs, expected at most ",
                           sig.num_inputs, " and ", sig.num_outputs);
   }
-  int64_t in_mask = -1, out_mask = -1;
-  TRT_FASTOPS_RETURN_IF_ERROR(read_mask_attr(info, sig, ATTR_INPUTS, &in_mask));
-  TRT_FASTOPS_RETURN_IF_ERROR(read_mask_attr(info, sig, ATTR_OUTPUTS, &out_mask));
-  TRT_FASTOPS_RETURN_IF_ERROR(input_slots_from_mask(sig, in_mask, n_in, &k->input_slots));
+  const SlotLayout layout = slot_layout(sig);
+  int64_t out_mask = -1;
+  TRT_FASTOPS_RETURN_IF_ERROR(read_slot_masks(info, layout, n_in, &k->input_slots, &out_mask));
   std::vector<TensorDesc> inputs;
   TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_inputs(info, n_in, sig.name, &inputs));
-  to_slots(k->input_slots, sig, &inputs, nullptr);
-  k->outputs_present.assign(n_out, false);
-  for (size_t i = 0; i < n_out; ++i) {
-    std::string name;
-    TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_output_name(info, i, &name));
-    k->outputs_present[i] = !name.empty();
-    // TensorRT would leave an output outside 'outputs' unwritten: refuse the mismatch here too.
-    if (k->outputs_present[i] && out_mask >= 0 && !(out_mask >> i & 1)) {
-      return Status::errorf(sig.name, ": ", output_ref(sig, int(i)), " is used but attribute 'outputs' = ",
-                            out_mask, " does not include it");
-    }
-  }
+  inputs_to_slots(k->input_slots, sig.num_inputs, &inputs, nullptr);
+  TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_outputs_present(info, layout, n_out, out_mask, &k->outputs_present));
   norm::NormShapes shapes;
   return norm::infer_norm(k->op, k->attrs, inputs, k->outputs_present, &shapes);
 }
@@ -199,7 +121,7 @@ OrtStatus* NormFamily::compute(const Kernel& k, OrtKernelContext* ctx) {
   norm::NormBuffers buffers;
   Status s = context_inputs(ctx, size_t(sig.num_inputs), &inputs, buffers.inputs);
   if (!s.is_ok()) return fail(s);
-  to_slots(k.input_slots, sig, &inputs, buffers.inputs);
+  inputs_to_slots(k.input_slots, sig.num_inputs, &inputs, buffers.inputs);
 
   norm::NormShapes shapes;
   s = norm::infer_norm(k.op, k.attrs, inputs, k.outputs_present, &shapes);
@@ -242,18 +164,8 @@ Status NormFamily::infer_shapes(Op op, OrtShapeInferContext* ctx) {
   std::vector<TensorDesc> inputs;
   std::vector<std::string> x_symbols;
   TRT_FASTOPS_RETURN_IF_ERROR(shape_infer_inputs(ctx, size_t(sig.num_inputs), sig.x, &inputs, &x_symbols));
-  const OrtOpAttr* mask_attr = nullptr;
-  if (succeeded(api()->ShapeInferContext_GetAttribute(ctx, ATTR_INPUTS, &mask_attr)) && mask_attr != nullptr) {
-    int64_t mask = 0;
-    size_t out = 0;
-    std::vector<int> slots;
-    if (!succeeded(api()->ReadOpAttr(mask_attr, ORT_OP_ATTR_INT, &mask, sizeof(mask), &out)) || mask < 0 ||
-        mask >= (int64_t{1} << sig.num_inputs) ||
-        !input_slots_from_mask(sig, mask, inputs.size(), &slots).is_ok()) {
-      return Status::ok();  // kernel creation words the refusal
-    }
-    to_slots(slots, sig, &inputs, nullptr);  // X stays slot 0, so x_symbols still hold
-  }
+  // X stays slot 0, so x_symbols still hold; an unusable mask: kernel creation words the refusal.
+  if (!shape_infer_inputs_to_slots(ctx, slot_layout(sig), &inputs)) return Status::ok();
   norm::NormAttrs attrs;
   TRT_FASTOPS_RETURN_IF_ERROR(read_norm_attrs(ctx, op, &attrs));
   norm::NormShapes shapes;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <string>
+#include <utility>
 
 namespace trt_fastops::ort {
 namespace {
@@ -274,6 +276,113 @@ Status set_shape_infer_output(OrtShapeInferContext* ctx, size_t index, DType dty
     st = from_ort_status(a->ShapeInferContext_SetOutputTypeShape(ctx, index, y), "ShapeInferContext_SetOutputTypeShape");
   a->ReleaseTensorTypeAndShapeInfo(y);
   return st;
+}
+
+// ---------------------------------------------------------------------------
+// 'inputs' / 'outputs' slot masks
+
+namespace {
+
+constexpr const char* ATTR_INPUTS = "inputs";
+constexpr const char* ATTR_OUTPUTS = "outputs";
+
+// *mask = -1 when the attribute is absent.
+Status read_mask_attr(const OrtKernelInfo* info, const SlotLayout& layout, const char* name, int64_t* mask) {
+  const OrtApi* a = api();
+  *mask = -1;
+  int64_t i = 0;
+  float f = 0.f;
+  size_t size = 0;
+  const bool inputs = std::string(name) == ATTR_INPUTS;
+  const int count = inputs ? layout.num_inputs : layout.num_outputs;
+  if (succeeded(a->KernelInfoGetAttribute_int64(info, name, &i))) {
+    if (i < 0 || i >= (int64_t{1} << count) || (!inputs && !(i & 1))) {
+      return Status::errorf(layout.op_name, ": attribute '", name, "' is ", i, ", expected a bitmask over the ", count,
+                            " ", inputs ? "input" : "output", " slots", inputs ? "" : " with bit 0 (Y) set");
+    }
+    *mask = i;
+    return Status::ok();
+  }
+  const char* found = nullptr;
+  if (succeeded(a->KernelInfoGetAttribute_float(info, name, &f)))
+    found = "a float";
+  else if (succeeded(a->KernelInfoGetAttribute_string(info, name, nullptr, &size)))
+    found = "a string";
+  if (found != nullptr) {
+    return Status::errorf(layout.op_name, ": attribute '", name, "' is ", found, ", expected an int (a bitmask of ",
+                          inputs ? "input" : "output", " slots)");
+  }
+  return Status::ok();  // absent
+}
+
+// Position -> slot for a node with n_in inputs; mask < 0 (no attribute):
+// empty, i.e. positions are slots.
+Status input_slots_from_mask(const SlotLayout& layout, int64_t mask, size_t n_in, std::vector<int>* slots) {
+  slots->clear();
+  if (mask < 0) return Status::ok();
+  for (int s = 0; s < layout.num_inputs; ++s)
+    if (mask >> s & 1) slots->push_back(s);
+  if (slots->size() != n_in) {
+    return Status::errorf(layout.op_name, ": the node has ", n_in, " inputs, but attribute 'inputs' = ", mask,
+                          " names ", slots->size());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status read_slot_masks(const OrtKernelInfo* info, const SlotLayout& layout, size_t n_in, std::vector<int>* input_slots,
+                       int64_t* outputs_mask) {
+  int64_t in_mask = -1;
+  *outputs_mask = -1;
+  input_slots->clear();
+  TRT_FASTOPS_RETURN_IF_ERROR(read_mask_attr(info, layout, ATTR_INPUTS, &in_mask));
+  TRT_FASTOPS_RETURN_IF_ERROR(read_mask_attr(info, layout, ATTR_OUTPUTS, outputs_mask));
+  return input_slots_from_mask(layout, in_mask, n_in, input_slots);
+}
+
+Status kernel_info_outputs_present(const OrtKernelInfo* info, const SlotLayout& layout, size_t n_out,
+                                   int64_t outputs_mask, std::vector<bool>* present) {
+  present->assign(n_out, false);
+  for (size_t i = 0; i < n_out; ++i) {
+    std::string name;
+    TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_output_name(info, i, &name));
+    (*present)[i] = !name.empty();
+    if ((*present)[i] && outputs_mask >= 0 && !(outputs_mask >> i & 1)) {
+      return Status::errorf(layout.op_name, ": ", slot_ref("output", layout.outputs, int(i)),
+                            " is used but attribute 'outputs' = ", outputs_mask, " does not include it");
+    }
+  }
+  return Status::ok();
+}
+
+void inputs_to_slots(const std::vector<int>& input_slots, int num_inputs, std::vector<TensorDesc>* descs,
+                     const void** data) {
+  if (input_slots.empty()) return;
+  std::vector<TensorDesc> by_slot(static_cast<size_t>(num_inputs));
+  std::vector<const void*> ptrs(static_cast<size_t>(num_inputs), nullptr);
+  for (size_t k = 0; k < descs->size() && k < input_slots.size(); ++k) {
+    by_slot[size_t(input_slots[k])] = (*descs)[k];
+    if (data != nullptr) ptrs[size_t(input_slots[k])] = data[k];
+  }
+  *descs = std::move(by_slot);
+  if (data != nullptr)
+    for (int s = 0; s < num_inputs; ++s) data[s] = ptrs[size_t(s)];
+}
+
+bool shape_infer_inputs_to_slots(OrtShapeInferContext* ctx, const SlotLayout& layout, std::vector<TensorDesc>* descs) {
+  const OrtOpAttr* mask_attr = nullptr;
+  if (!succeeded(api()->ShapeInferContext_GetAttribute(ctx, ATTR_INPUTS, &mask_attr)) || mask_attr == nullptr)
+    return true;  // no 'inputs': positions are slots
+  int64_t mask = 0;
+  size_t out = 0;
+  std::vector<int> slots;
+  if (!succeeded(api()->ReadOpAttr(mask_attr, ORT_OP_ATTR_INT, &mask, sizeof(mask), &out)) || mask < 0 ||
+      mask >= (int64_t{1} << layout.num_inputs) || !input_slots_from_mask(layout, mask, descs->size(), &slots).is_ok()) {
+    return false;
+  }
+  inputs_to_slots(slots, layout.num_inputs, descs, nullptr);
+  return true;
 }
 
 }  // namespace trt_fastops::ort

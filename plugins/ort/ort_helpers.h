@@ -77,4 +77,44 @@ Status shape_infer_inputs(OrtShapeInferContext* ctx, size_t max_inputs, int x, s
 Status set_shape_infer_output(OrtShapeInferContext* ctx, size_t index, DType dtype, const std::vector<int64_t>& dims,
                               const std::vector<const char*>& names);
 
+// ---------------------------------------------------------------------------
+// The 'inputs' / 'outputs' node attributes: int bitmasks of an op's input /
+// output slots, the TensorRT plugins' fields (plugins/trt/README.md) that let
+// one file leave out a middle optional input without an empty name. ORT maps
+// node inputs by position, so with 'inputs' given, node input k is the k-th
+// set slot. One implementation for every op family.
+
+// What the slot-mask helpers need of a family's Signature (see slot_layout).
+struct SlotLayout {
+  const char* op_name;
+  int num_inputs;
+  int num_outputs;
+  const TensorSlot* outputs;  // num_outputs entries, for messages
+};
+template <typename Signature>
+SlotLayout slot_layout(const Signature& sig) {
+  return SlotLayout{sig.name, sig.num_inputs, sig.num_outputs, sig.outputs};
+}
+
+// Kernel creation, for a node with n_in inputs: reads 'inputs' and 'outputs'
+// (absent: -1 in *outputs_mask; not an int, or not a bitmask over the slots
+// (outputs: with bit 0 set): refused) and maps positions to slots: node input
+// k is slot (*input_slots)[k]; empty without 'inputs' (positions are slots).
+// A mask naming a different number of slots than the node has inputs is refused.
+Status read_slot_masks(const OrtKernelInfo* info, const SlotLayout& layout, size_t n_in, std::vector<int>* input_slots,
+                       int64_t* outputs_mask);
+// Kernel creation: (*present)[i] = node output i is named. A named output
+// outside outputs_mask (>= 0) is refused: TensorRT would leave it unwritten.
+Status kernel_info_outputs_present(const OrtKernelInfo* info, const SlotLayout& layout, size_t n_out,
+                                   int64_t outputs_mask, std::vector<bool>* present);
+// Descs (and, when data is not null, data pointers; data has room for
+// num_inputs) by node position -> by slot; slots the node lacks stay absent.
+// Empty input_slots: left as they are.
+void inputs_to_slots(const std::vector<int>& input_slots, int num_inputs, std::vector<TensorDesc>* descs,
+                     const void** data);
+// Shape inference: applies the node's 'inputs' attribute, if any, to `descs`
+// (X stays slot 0). False when the attribute is unusable (kernel creation
+// words the refusal; shape inference then says nothing).
+bool shape_infer_inputs_to_slots(OrtShapeInferContext* ctx, const SlotLayout& layout, std::vector<TensorDesc>* descs);
+
 }  // namespace trt_fastops::ort

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "plugins/conv/conv_fallback.h"
 #include "plugins/conv/conv_launch.h"
 
 namespace trt_fastops::trt {
@@ -100,19 +99,10 @@ Status conv_config_from_fields(ConvOp op, const nv::PluginFieldCollection& fc, n
 
 Status conv_workspace_bound(const ConvPluginConfig& cfg, const ConvShapes& shapes, size_t* bytes) {
   *bytes = 0;
-  // The fallback's workspace depends on sizes only. plan_fallback refuses
-  // null data pointers but never dereferences them: placeholders (16-byte
-  // aligned, so the plan is the one real buffers get) stand in.
-  conv::ConvBuffers placeholders;
-  const void* fake = reinterpret_cast<const void*>(uintptr_t{256});
-  for (const void*& in : placeholders.inputs) in = fake;
-  placeholders.outputs[0] = const_cast<void*>(fake);
+  // The launcher's bound depends on sizes only: no data pointers exist at build time.
   conv::ConvParams p;
-  TRT_FASTOPS_RETURN_IF_ERROR(conv::make_conv_params(cfg.op, cfg.attrs, shapes, placeholders, &p));
-  conv::FallbackPlan plan;
-  TRT_FASTOPS_RETURN_IF_ERROR(conv::plan_fallback(p, conv::FallbackKernel::none, &plan));
-  *bytes = std::max(plan.workspace, static_cast<size_t>(cfg.max_workspace_mb) << 20);
-  return Status::ok();
+  TRT_FASTOPS_RETURN_IF_ERROR(conv::make_conv_size_params(cfg.op, cfg.attrs, shapes, &p));
+  return conv::conv_workspace_bound(p, static_cast<size_t>(cfg.max_workspace_mb) << 20, bytes);
 }
 
 // ---------------------------------------------------------------------------

@@ -19,7 +19,8 @@
 // says how much workspace it needs. TensorRT instead fixes the workspace at
 // build time (getWorkspaceSize, from the profile's largest shapes, without
 // pointers), and enqueue gets only the pointer. So the plugin asks for
-//   bound(shapes) = max(fallback kernel's workspace, max_workspace_mb MiB),
+//   bound(shapes) = max(fallback kernel's workspace, max_workspace_mb MiB)
+// (the launcher's conv_workspace_bound query, conv_launch.h),
 // a function that only grows with the shapes, and at run time recomputes the
 // bound for the actual shapes (<= what TensorRT allocated). A planned
 // convolution (cuDNN, chosen with the launcher's own workspace limit) that

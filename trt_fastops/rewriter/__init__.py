@@ -92,10 +92,10 @@ def rewrite(model, ops: Iterable[str] | None = None, *, plugin_attributes: bool 
 
     model: onnx.ModelProto, onnx_ir.Model (rewritten in place), or the path of an
     .onnx file. ops: subset of ALL_OPS (None = all). plugin_attributes: add
-    plugin_version="1" / plugin_namespace="trt_fastops" and, where needed, the `outputs` /
-    `inputs` slot bitmasks to our norm nodes, with no empty-name inputs, so that one file
-    runs in ONNX Runtime and through TensorRT's ONNX parser with our plugins
-    (plugins/trt/README.md; conv nodes get none of these: no TensorRT conv plugin yet).
+    plugin_version="1" / plugin_namespace="trt_fastops" to every node of ours and, where
+    needed, the `outputs` / `inputs` slot bitmasks (norm and Attention nodes; a conv node never
+    needs them), with no empty-name inputs, so that one file runs in ONNX Runtime and through
+    TensorRT's ONNX parser with our plugins (plugins/trt/README.md, PLUGIN_SLOTS).
     conv: "off", "fallback" or "all" (None: "off" unless `ops` names a conv op). Raises RewriteError for unreadable or invalid models or bad arguments.
     """
     ops, conv = _resolve_ops(ops, conv)
@@ -370,13 +370,23 @@ def _finish(model: ir.Model, report: RewriteReport, *, plugin_attributes: bool) 
     report.opset_imports = dict(sorted(model.graph.opset_imports.items()))
 
 
-#: op -> (input slots, output slots) of the TensorRT plugins (plugins/norm/norm_op.h order).
-#: Conv / ConvTranspose have no TensorRT plugin yet and get no plugin fields.
+#: op -> (input slots, output slots) of the TensorRT plugins, in the op's order
+#: (plugins/norm/norm_op.h, plugins/conv/conv_op.h, plugins/attention/attention_op.h).
+#: Every op of ALL_OPS has a plugin (plugins/trt/*_plugin.cc).
 PLUGIN_SLOTS = {
     "LayerNorm": (("X", "Scale", "B"), ("Y", "Mean", "InvStdDev")),
     "SkipLayerNorm": (("X", "Skip", "Scale", "B", "Bias"), ("Y", "Mean", "InvStdDev", "Sum")),
     "RMSNorm": (("X", "Scale", "Skip", "Bias"), ("Y", "Sum")),
+    "Attention": (("Q", "K", "V", "attn_mask", "past_key", "past_value"),
+                  ("Y", "present_key", "present_value", "qk_matmul_output")),
+    "Conv": (("X", "W", "B"), ("Y",)),
+    "ConvTranspose": (("X", "W", "B"), ("Y",)),
 }
+#: the ops whose plugin creators take the `inputs` / `outputs` fields. The conv plugins do not:
+#: their one optional input is the last one and Y their only output, so positions are slots.
+SLOT_MASK_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Attention")
+#: node attributes for TensorRT's ONNX parser (before 10.10); it passes neither to the plugin
+PARSER_ATTRIBUTES = ("plugin_version", "plugin_namespace")
 
 
 def _add_plugin_fields(node: ir.Node) -> None:
@@ -384,19 +394,30 @@ def _add_plugin_fields(node: ir.Node) -> None:
     without losing ONNX Runtime: plugin_version / plugin_namespace (parsers before 10.10),
     `outputs` = bitmask of the present output slots when there is more than Y, and no
     empty-name inputs: a missing middle optional input is dropped and `inputs` names the
-    slots that remain (our ORT op maps positions back to slots through it)."""
-    for key, val in (("plugin_version", "1"), ("plugin_namespace", DOMAIN)):
+    slots that remain (our ORT ops map positions back to slots through it)."""
+    for key, val in zip(PARSER_ATTRIBUTES, ("1", DOMAIN)):
         if key not in node.attributes:
             node.attributes[key] = ir.AttrString(key, val)
+    in_slots, out_slots = PLUGIN_SLOTS[node.op_type]
+    masks = node.op_type in SLOT_MASK_OPS
     out_mask = sum(1 << k for k, v in enumerate(node.outputs) if k == 0 or v.name)
+    inputs = list(node.inputs)
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    gap = any(v is None for v in inputs)
+    if len(node.outputs) > len(out_slots) or len(inputs) > len(in_slots) or (
+            not masks and (out_mask != 1 or gap)):
+        # the rules never emit such a node; the plugin could not take it
+        raise RewriteError(f"internal error: {node.op_type} node {node.name!r} has {len(inputs)} inputs "
+                           f"(absent ones: {[k for k, v in enumerate(inputs) if v is None]}) and outputs "
+                           f"mask {out_mask}, which the TensorRT plugin's fields cannot express")
+    if not masks:
+        return
     if out_mask != 1:
         node.attributes["outputs"] = ir.AttrInt64("outputs", out_mask)
     else:
         node.attributes.pop("outputs", None)
-    inputs = list(node.inputs)
-    while inputs and inputs[-1] is None:
-        inputs.pop()
-    if all(v is not None for v in inputs) or "inputs" in node.attributes:
+    if not gap or "inputs" in node.attributes:
         return  # no gap (the leading slots, by position), or already compacted: left as it is
     present = [(k, v) for k, v in enumerate(inputs) if v is not None]
     for j, (_, v) in enumerate(present):
