@@ -66,6 +66,9 @@ MODELS: dict[str, Entry] = {
     "bert_tiny_dynamic": _entry(
         T.bert, "BERT (tiny), LayerNormalization, dynamic batch/sequence axes (Reshape with 0 dims, sliced positions)",
         _BERT, config="tiny", ln="op", dynamic=True),
+    "bert_tiny_mask2": _entry(
+        T.bert, "BERT (tiny), padding mask via two Unsqueezes as torch.onnx.export (TorchScript) writes "
+                "mask[:, None, None, :]", _BERT, config="tiny", ln="op", mask_unsqueezes=2),
     "bert_base": _entry(T.bert, "BERT-base sized encoder (12 layers, hidden 768, seq 128), LayerNormalization",
                         None, config="base", ln="op"),
     "gpt_tiny": _entry(T.gpt, "GPT-2-style pre-LN decoder (tiny), causal mask, LayerNormalization (opset 17)",
@@ -98,6 +101,25 @@ MODELS: dict[str, Entry] = {
 
 #: models small enough for CI.
 TINY_MODELS = tuple(n for n, e in MODELS.items() if e.expected is not None)
+
+#: realistic sizes for the end-to-end benchmark (scripts/bench_models.py); not built in CI at
+#: these sizes (tests build them with smaller batch / seq / layers keywords).
+BASE_MODELS_ = {
+    "bert_base_dynamic": _entry(
+        T.bert, "BERT-base (110M): dynamic batch / sequence axes, torch-style padding mask (two Unsqueezes), "
+                "LayerNormalization (opset 17)", config="base", ln="op", dynamic=True, mask_unsqueezes=2),
+    "gpt2_small": _entry(T.gpt, "GPT-2 small (124M) pre-LN decoder, causal, 1024 tokens, LayerNormalization",
+                         config="gpt2", ln="op"),
+    "llama_small_gqa": _entry(
+        T.llama, "Llama-style stack of 4 TinyLlama-1.1B blocks (hidden 2048, 32 heads, 4 KV heads, HF RMSNorm, "
+                 "rotary, SwiGLU 5632), 1024 tokens", config="llama_small", rms="hf", kv_heads=4, rope=True),
+    "vit_base": _entry(T.vit, "ViT-B/16 encoder at 224x224 (196 patches, 12 layers, hidden 768), batch 32",
+                       config="vit_base", patch=16, grid=(14, 14)),
+    "resnet50": _entry(C.resnet_bottleneck, "ResNet-50 (bottlenecks 3-4-6-3, width 64) at 224x224, batch 32",
+                       blocks=(3, 4, 6, 3), width=64, size=224, classes=1000, batch=32),
+}
+MODELS.update(BASE_MODELS_)
+BASE_MODELS = tuple(BASE_MODELS_)
 
 #: convolutional networks (tiny, CI-sized); see models/convnets.py. Their convs are
 #: rewritten only with rewrite(conv="all" | "fallback").
@@ -133,10 +155,15 @@ def expected_ops(name: str) -> dict | None:
     return MODELS[name].expected
 
 
-def example_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded feeds: token ids within the vocabulary, a padding mask, normal floats otherwise."""
+def example_inputs(model: onnx.ModelProto, seed: int = 0, dims: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Seeded feeds: token ids within the vocabulary, a padding mask, normal floats otherwise.
+
+    dims: sizes of symbolic axes ({"batch": 8, "sequence": 128}); by default those the builder
+    recorded in the model's metadata (dim.<name>), else 1.
+    """
     rng = np.random.default_rng(seed)
     props = {p.key: p.value for p in model.metadata_props}
+    props.update({f"dim.{k}": str(v) for k, v in (dims or {}).items()})
     vocab = int(props.get("vocab_size", 2))
     type_vocab = int(props.get("type_vocab_size", 2))
     init = {i.name for i in model.graph.initializer}

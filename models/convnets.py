@@ -8,6 +8,9 @@ Older TensorFlow/Keras converters write auto_pad="SAME_UPPER" instead of pads.
 
 * resnet(...)        ResNet-style: 7x7/2 stem, max pool, basic blocks with residual
                      Adds and 1x1/2 downsampling convs, global pool, Gemm head.
+* resnet_bottleneck(...)  ResNet-50-style (torchvision v1.5): 1x1 -> 3x3 (stride here) -> 1x1
+                     bottlenecks with 4x expansion and 1x1 projection shortcuts;
+                     resnet_bottleneck(blocks=(3, 4, 6, 3), width=64, size=224) is ResNet-50.
 * regnet(...)        RegNet-style bottlenecks with grouped 3x3 convs (group widths
                      8 and 4: the second is a fallback case).
 * mobilenet(...)     MobileNetV2 inverted residuals: 1x1 expand, ReLU6 (Clip),
@@ -42,8 +45,9 @@ from ._graph import GraphBuilder
 # ---------------------------------------------------------------------------
 def conv(g: GraphBuilder, x: str, c_in: int, c_out: int, k: Sequence[int] | int, name: str, *, stride=1,
          pad=None, dilation=1, group: int = 1, bias: bool = True, auto_pad: str | None = None,
-         spatial: int = 2, transpose: bool = False, output_padding=None) -> str:
-    """A Conv (or ConvTranspose) node the way torch.onnx.export writes it; weights named `name`.weight/.bias."""
+         spatial: int = 2, transpose: bool = False, output_padding=None, gain: float = 1.0) -> str:
+    """A Conv (or ConvTranspose) node the way torch.onnx.export writes it; weights named `name`.weight/.bias.
+    gain scales the He-init weights (< 1 on a residual branch keeps deep nets' activations bounded)."""
     ks = [k] * spatial if isinstance(k, int) else list(k)
     strides = [stride] * spatial if isinstance(stride, int) else list(stride)
     dil = [dilation] * spatial if isinstance(dilation, int) else list(dilation)
@@ -55,7 +59,7 @@ def conv(g: GraphBuilder, x: str, c_in: int, c_out: int, k: Sequence[int] | int,
         pads = list(pad)
     fan_in = (c_in // group) * int(np.prod(ks))
     w_shape = [c_in, c_out // group, *ks] if transpose else [c_out, c_in // group, *ks]
-    w = g.weight(f"{name}.weight", w_shape, std=math.sqrt(2.0 / fan_in))
+    w = g.weight(f"{name}.weight", w_shape, std=gain * math.sqrt(2.0 / fan_in))
     inputs = [x, w]
     if bias:
         inputs.append(g.weight(f"{name}.bias", (c_out,), std=0.05))
@@ -131,6 +135,44 @@ def resnet(*, dtype: str = "float32", seed: int = 0, batch: int = 2, size: int =
     logits = head(g, y, c, classes)
     return _finish(g, logits, "logits", [batch, classes], opset,
                    "ResNet-style CNN (basic blocks, folded batch norm)")
+
+
+def resnet_bottleneck(*, dtype: str = "float32", seed: int = 0, batch: int = 2, size: int = 32,
+                      blocks: Sequence[int] = (1, 1, 1, 1), width: int = 8, classes: int = 10,
+                      opset: int = 17) -> onnx.ModelProto:
+    """ResNet-50-style network: 7x7/2 stem + 3x3/2 max pool, then one stage per entry of
+    `blocks` with that many bottlenecks (1x1 reduce, 3x3 with the stage's stride, 1x1 expand
+    to 4x, residual Add + Relu; the first block of a stage projects its shortcut with a 1x1
+    conv), global pool, Gemm head. blocks=(3, 4, 6, 3), width=64, size=224, classes=1000 is
+    ResNet-50 (25.6M parameters, 4.1 GFLOPs per 224x224 image)."""
+    g = GraphBuilder("resnet_bottleneck", dtype=dtype, seed=seed)
+    x = g.input("pixel_values", g.onnx_dtype, [batch, 3, size, size])
+    with g.scope("conv1"):
+        y = relu(g, conv(g, x, 3, width, 7, "conv1", stride=2, pad=3))
+    with g.scope("maxpool"):
+        y = g.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    c = width
+    for si, n in enumerate(blocks):
+        mid = width * 2 ** si
+        out = 4 * mid
+        for bi in range(n):
+            stride = 2 if si > 0 and bi == 0 else 1
+            name = f"layer{si + 1}.{bi}"
+            with g.scope(f"layer{si + 1}"), g.scope(name):
+                h = relu(g, conv(g, y, c, mid, 1, f"{name}.conv1", pad=0))
+                h = relu(g, conv(g, h, mid, mid, 3, f"{name}.conv2", stride=stride))
+                # gain 0.5: the residual stream grows by 1.25x in variance per block, not 2x (no batch
+                # norm here to rescale it; 16 blocks would otherwise reach float16's range)
+                h = conv(g, h, mid, out, 1, f"{name}.conv3", pad=0, gain=0.5)
+                skip = y
+                if stride != 1 or c != out:
+                    with g.scope("downsample"):
+                        skip = conv(g, y, c, out, 1, f"{name}.downsample.0", stride=stride, pad=0)
+                y = relu(g, g.node("Add", [h, skip]))
+            c = out
+    logits = head(g, y, c, classes)
+    return _finish(g, logits, "logits", [batch, classes], opset,
+                   f"ResNet-style CNN, bottleneck blocks {tuple(blocks)}, width {width} (folded batch norm)")
 
 
 def regnet(*, dtype: str = "float32", seed: int = 0, batch: int = 2, size: int = 32, classes: int = 10,

@@ -51,6 +51,15 @@ CONFIGS = {
     "tiny": Config(hidden=64, heads=4, layers=2, intermediate=256, vocab=128, batch=2, seq=8),
     # bert-base sized; available for benchmarks, not used in CI.
     "base": Config(hidden=768, heads=12, layers=12, intermediate=3072, vocab=30522, batch=1, seq=128),
+    # GPT-2 small (124M): 1024 positions, a 1k-token prefill by default.
+    "gpt2": Config(hidden=768, heads=12, layers=12, intermediate=3072, vocab=50257, max_positions=1024,
+                   batch=1, seq=1024),
+    # TinyLlama-1.1B's block (hidden 2048, 32 heads of 64, 4 KV heads, MLP 5632), 4 of its 22 layers.
+    # llama() halves `intermediate` for the SwiGLU width, hence 2 * 5632.
+    "llama_small": Config(hidden=2048, heads=32, layers=4, intermediate=2 * 5632, vocab=32000,
+                          max_positions=2048, batch=1, seq=1024),
+    # ViT-B/16 at 224x224: 196 patches (vit() with patch=16, grid=(14, 14)), no class token.
+    "vit_base": Config(hidden=768, heads=12, layers=12, intermediate=3072, batch=32, seq=196),
 }
 
 LN_FORMS = ("op", "decomposed", "decomposed_recip", "decomposed_cast")
@@ -257,12 +266,17 @@ def _finish(g: GraphBuilder, y: str, cfg: Config, opset: int, doc: str, **meta) 
 # ---------------------------------------------------------------------------
 def bert(config: str | Config = "tiny", *, ln: str = "op", opset: int | None = None,
          dtype: str = "float32", seed: int = 0, batch: int | None = None, seq: int | None = None,
-         layers: int | None = None, dynamic: bool = False) -> onnx.ModelProto:
+         layers: int | None = None, dynamic: bool = False, mask_unsqueezes: int = 1) -> onnx.ModelProto:
     """BERT encoder; `ln` picks the layer-norm form (LN_FORMS).
 
     Default opsets: 17 for the LayerNormalization op, 13 (ReduceMean axes as an
     attribute) for the decomposed forms; pass opset=18 for axes as an input.
+    mask_unsqueezes: the padding mask's mask[:, None, None, :] as one Unsqueeze (axes [1, 2])
+    or as two (axes [1] then [2]), as torch.onnx.export's TorchScript path writes it (the form
+    onnxruntime.transformers' attention fusion matches).
     """
+    if mask_unsqueezes not in (1, 2):
+        raise ValueError(f"mask_unsqueezes must be 1 or 2, got {mask_unsqueezes!r}")
     cfg = _config(config, batch=batch, seq=seq, layers=layers, dynamic=dynamic or None)
     opset = opset or (17 if ln == "op" else 13)
     g = GraphBuilder(f"bert_{ln}", dtype=dtype, seed=seed)
@@ -289,7 +303,10 @@ def bert(config: str | Config = "tiny", *, ln: str = "op", opset: int | None = N
         h = layer_norm(g, e, H, "embeddings.LayerNorm", **norm)
     # (1 - mask[:, None, None, :]) * -10000
     with g.scope("extended_mask"):
-        m = g.node("Unsqueeze", [mask, g.ints([1, 2])])
+        if mask_unsqueezes == 1:
+            m = g.node("Unsqueeze", [mask, g.ints([1, 2])])
+        else:
+            m = g.node("Unsqueeze", [g.node("Unsqueeze", [mask, g.ints([1])]), g.ints([2])])
         m = g.node("Cast", [m], to=g.onnx_dtype)
         mask_add = g.node("Mul", [g.node("Sub", [g.const(1.0), m]), g.const(-10000.0)])
 
@@ -414,22 +431,30 @@ def llama(config: str | Config = "tiny", *, rms: str = "hf", opset: int | None =
 
 
 def vit(config: str | Config = "tiny", *, opset: int = 17, dtype: str = "float32", seed: int = 0,
-        batch: int | None = None, seq: int | None = None, layers: int | None = None) -> onnx.ModelProto:
-    """ViT-style encoder (timm): a 4x4 patch Conv over an image [B, 3, 8, 2 * seq] gives seq
-    patches, + position embeddings, then pre-LN blocks with timm's fused QKV attention
-    (Linear -> Reshape [B, N, 3, H, D] -> Transpose (2, 0, 3, 1, 4) -> Gather 0 / 1 / 2,
-    q * scale, q @ k.transpose(-2, -1), Softmax, @ v) and a GELU MLP, final LayerNorm."""
+        batch: int | None = None, seq: int | None = None, layers: int | None = None, patch: int = 4,
+        grid: tuple[int, int] | None = None) -> onnx.ModelProto:
+    """ViT-style encoder (timm): a patch x patch Conv (stride patch) over an image
+    [B, 3, patch * grid[0], patch * grid[1]] gives seq = grid[0] * grid[1] patches (grid
+    defaults to (2, seq / 2); ViT-B/16 at 224: patch=16, grid=(14, 14)), + position embeddings,
+    then pre-LN blocks with timm's fused QKV attention (Linear -> Reshape [B, N, 3, H, D] ->
+    Transpose (2, 0, 3, 1, 4) -> Gather 0 / 1 / 2, q * scale, q @ k.transpose(-2, -1), Softmax,
+    @ v) and a GELU MLP, final LayerNorm."""
     cfg = _config(config, batch=batch, seq=seq, layers=layers)
-    if cfg.seq % 2:
-        raise ValueError("vit needs an even sequence length (a 2 x seq/2 patch grid)")
+    if grid is None:
+        if cfg.seq % 2:
+            raise ValueError("vit needs an even sequence length (a 2 x seq/2 patch grid) or an explicit grid")
+        grid = (2, cfg.seq // 2)
+    if grid[0] * grid[1] != cfg.seq:
+        raise ValueError(f"vit: grid {tuple(grid)} has {grid[0] * grid[1]} patches, expected seq={cfg.seq}")
     g = GraphBuilder("vit", dtype=dtype, seed=seed)
     B, N, H, D = cfg.batch, cfg.seq, cfg.hidden, cfg.head_dim
     norm = dict(form="op", opset=opset, eps=1e-6)
-    px = g.input("pixel_values", g.onnx_dtype, [B, 3, 8, 2 * N])
+    px = g.input("pixel_values", g.onnx_dtype, [B, 3, patch * grid[0], patch * grid[1]])
     with g.scope("patch_embed"):
-        w = g.weight("patch_embed.proj.weight", (H, 3, 4, 4), std=0.2)
-        e = g.node("Conv", [px, w, g.weight("patch_embed.proj.bias", (H,), std=0.1)], kernel_shape=[4, 4],
-                   strides=[4, 4])
+        # std keeps the patch embedding O(1) whatever the patch size (fan-in 3 * patch^2)
+        w = g.weight("patch_embed.proj.weight", (H, 3, patch, patch), std=0.2 * 4 / patch)
+        e = g.node("Conv", [px, w, g.weight("patch_embed.proj.bias", (H,), std=0.1)], kernel_shape=[patch, patch],
+                   strides=[patch, patch])
         e = g.node("Transpose", [g.node("Reshape", [e, g.ints([B, H, N])])], perm=[0, 2, 1])
     h = g.node("Add", [e, g.weight("pos_embed", (1, N, H), std=0.5)])
     for i in range(cfg.layers):
