@@ -20,3 +20,35 @@ def driver_version() -> str:
         return f"CUDA driver API {v.value // 1000}.{v.value % 1000 // 10}"
     except OSError:
         return "unknown"
+
+
+def gpu_setup(name: str, want_ort: bool):
+    """(torch, _C, onnxruntime-with-CUDA-EP or None, device index, stream) for a GPU benchmark,
+    or an exit status 2 after saying why it cannot run. The stream is a fresh one made current:
+    the legacy default stream's handle is 0, which ONNX Runtime reads as "no user stream" and
+    then runs on a stream of its own that the timing events never see."""
+    import sys
+
+    try:
+        import torch
+        from trt_fastops import _C
+    except ImportError as e:
+        print(f"{name}: cannot run: {e}", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print(f"{name}: cannot run: no CUDA device visible to torch", file=sys.stderr)
+        return 2
+    ort = None
+    if want_ort:
+        try:
+            import onnxruntime
+
+            if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+                ort = onnxruntime
+        except ImportError:
+            pass
+    device_index = torch.cuda.current_device()
+    stream = torch.cuda.Stream(device=device_index)
+    torch.cuda.set_stream(stream)
+    assert stream.cuda_stream != 0
+    return torch, _C, ort, device_index, stream

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
-from scripts._bench_common import driver_version  # noqa: E402
+from scripts._bench_common import driver_version, gpu_setup  # noqa: E402
 
 TOKENS = 16384
 HIDDEN = 2048
@@ -269,27 +269,10 @@ def table(rows: list[dict], gemm: float | None) -> str:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        import torch
-        from trt_fastops import _C
-    except ImportError as e:
-        print(f"bench_attention: cannot run: {e}", file=sys.stderr)
+    setup = gpu_setup("bench_attention", want_ort=not args.no_ort)
+    if setup == 2:
         return 2
-    if not torch.cuda.is_available():
-        print("bench_attention: cannot run: no CUDA device visible to torch", file=sys.stderr)
-        return 2
-    ort = None
-    if not args.no_ort:
-        try:
-            import onnxruntime
-
-            if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
-                ort = onnxruntime
-        except ImportError:
-            pass
-    device_index = torch.cuda.current_device()
-    stream = torch.cuda.Stream(device=device_index)  # ORT reads stream handle 0 as "none"
-    torch.cuda.set_stream(stream)
+    torch, _C, ort, device_index, stream = setup
     t0 = time.perf_counter()
     gemm = gemm_tflops(torch, args.reps, args.trials)
     print(f"dense bf16 GEMM 8192^3: {gemm:.0f} TFLOP/s", flush=True)

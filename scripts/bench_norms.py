@@ -37,7 +37,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.append(str(REPO))  # after site-packages: the installed trt_fastops wins
-from scripts._bench_common import driver_version  # noqa: E402
+from scripts._bench_common import driver_version, gpu_setup  # noqa: E402
 
 SHAPES = [(16384, 1024), (16384, 4096), (8192, 8192), (32768, 768)]
 DTYPES = ["float16", "bfloat16"]
@@ -411,31 +411,10 @@ def main(argv=None) -> int:
                   f"{c['bytes'] / 1e6:11.1f} {c['floor_us']:16.1f}")
         return 0
 
-    try:
-        import torch
-        from trt_fastops import _C
-    except ImportError as e:
-        print(f"bench_norms: cannot run: {e}", file=sys.stderr)
+    setup = gpu_setup("bench_norms", want_ort=not args.no_ort)
+    if setup == 2:
         return 2
-    if not torch.cuda.is_available():
-        print("bench_norms: cannot run: no CUDA device visible to torch", file=sys.stderr)
-        return 2
-    ort = None
-    if not args.no_ort:
-        try:
-            import onnxruntime
-
-            if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
-                ort = onnxruntime
-        except ImportError:
-            pass
-
-    device_index = torch.cuda.current_device()
-    # A stream of our own: the legacy default stream's handle is 0, which ONNX Runtime reads as
-    # "no user stream" and then runs on a stream of its own that the timing events never see.
-    stream = torch.cuda.Stream(device=device_index)
-    torch.cuda.set_stream(stream)
-    assert stream.cuda_stream != 0
+    torch, _C, ort, device_index, stream = setup
     timer = Timer(torch, args.reps, args.warmup)
     results, errors = [], []
     t_start = time.perf_counter()
