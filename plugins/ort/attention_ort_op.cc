@@ -142,6 +142,12 @@ OrtStatus* run_cuda(const AttentionFamily::Kernel& k, OrtKernelContext* ctx, con
 
 }  // namespace
 
+const std::vector<ONNXTensorElementDataType>& attention_x_types(bool cuda) {
+  static const std::vector<ONNXTensorElementDataType> cuda_types = {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16,
+                                                                    ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16};
+  return cuda ? cuda_types : all_x_types();
+}
+
 Status AttentionFamily::create_kernel(const OrtKernelInfo* info, Kernel* k) {
   const Signature& sig = signature(k->op);
   TRT_FASTOPS_RETURN_IF_ERROR(read_attention_attrs(info, &k->attrs));
@@ -157,6 +163,8 @@ Status AttentionFamily::create_kernel(const OrtKernelInfo* info, Kernel* k) {
   TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_outputs_present(info, layout, n_out, out_mask, &k->outputs_present));
   at::AttentionShapes shapes;
   TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(k->attrs, inputs, k->outputs_present, &shapes));
+  // Not reached through ORT's partitioner (the CUDA registrations take float16 /
+  // bfloat16 Q only); kept as a safety net with the op's own message.
   if (k->cuda) return at::attention_cuda_dtype_refusal(shapes);
   return Status::ok();
 }

@@ -10,8 +10,12 @@
 // over present. The CPU registration runs the reference (attention_cpu.h)
 // over ORT's intra-op thread pool; the CUDA one enqueues the copies
 // (launch_attention_copy) and launch_attention on the kernel context's stream.
-// float32 on the CUDA EP is refused at session creation (the kernel is
-// float16 / bfloat16 only): cast, or run the node on CPUExecutionProvider.
+// The CUDA kernel is float16 / bfloat16 only, so the CUDA EP registers Q as
+// float16 and bfloat16 and nothing else (attention_x_types): ORT's partitioner
+// finds no CUDA kernel for a float32 (or any other) Q and places the node on
+// the CPU EP, whose registrations take every type (float32 runs there, others
+// get our refusal). The kernel's own float32 refusal on CUDA stays as a
+// safety net.
 // Optional int attributes 'inputs' / 'outputs' (bitmasks of the present input /
 // output slots, plugins/trt/README.md) are honoured as the norm ops do.
 #pragma once
@@ -48,5 +52,9 @@ struct AttentionFamily {
 };
 
 using AttentionCustomOp = OrtOp<AttentionFamily>;
+
+// X (Q) types to register on one EP: CPU all_x_types(); CUDA float16 and
+// bfloat16 only (no float32, no catch-all), so other types go to the CPU EP.
+const std::vector<ONNXTensorElementDataType>& attention_x_types(bool cuda);
 
 }  // namespace trt_fastops::ort

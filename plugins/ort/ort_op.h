@@ -24,6 +24,13 @@
 // X, and a Scale or W of the wrong dtype reaches our own check and message),
 // plus one fully type-agnostic catch-all, so that an unsupported X (float64,
 // int32) also reaches our refusal instead of ORT's "no kernel def matches".
+// A family may register fewer X types on one EP (add_op_registrations'
+// x_types): ORT matches a node against the kernel definitions of each EP by
+// type (an absent optional input is not checked), so a node whose X type an EP
+// has no registration for is simply not claimed by that EP and the partitioner
+// places it on the next one (Attention: float32 on CUDA -> CPU EP). The op's
+// schema is the union of every EP's registrations, so the CPU catch-all keeps
+// every type valid at graph level.
 //
 // No exception crosses into ORT: every callback that can fail catches and
 // returns "<op>: internal error: ..." (ORT_FAIL).
@@ -173,15 +180,23 @@ struct OrtOp : OrtCustomOp {
   }
 };
 
-// Adds `op` for one execution provider to `domain`: once per supported X
-// dtype, then the type-agnostic catch-all. Typed registrations come first:
-// ORT picks the first kernel definition whose types match when it infers
-// output types. ORT keeps pointers into `store` (never released, see register.cc).
+// X types of the usual registrations: every supported dtype, then the catch-all.
+inline const std::vector<ONNXTensorElementDataType>& all_x_types() {
+  static const std::vector<ONNXTensorElementDataType> types = {
+      ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16,
+      ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED};
+  return types;
+}
+
+// Adds `op` for one execution provider to `domain`, once per X type in
+// `x_types` (UNDEFINED = the type-agnostic catch-all). Typed registrations
+// come first: ORT picks the first kernel definition whose types match when it
+// infers output types. ORT keeps pointers into `store` (never released, see register.cc).
 template <typename Family>
 OrtStatus* add_op_registrations(const OrtApi* a, OrtCustomOpDomain* domain, typename Family::Op op, bool cuda,
-                                std::vector<std::unique_ptr<OrtOp<Family>>>* store) {
-  for (ONNXTensorElementDataType t : {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16,
-                                      ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED}) {
+                                std::vector<std::unique_ptr<OrtOp<Family>>>* store,
+                                const std::vector<ONNXTensorElementDataType>& x_types = all_x_types()) {
+  for (ONNXTensorElementDataType t : x_types) {
     auto c = std::make_unique<OrtOp<Family>>(op, cuda, t);
     if (OrtStatus* st = a->CustomOpDomain_Add(domain, c.get())) return st;
     store->push_back(std::move(c));

@@ -45,7 +45,8 @@ OrtStatus* build_registry(const OrtApi* a, Registry* reg) {
       if (OrtStatus* st = add_op_registrations(a, reg->domain, op, cuda, &reg->conv_ops)) return st;
     }
     if (OrtStatus* st =
-            add_op_registrations(a, reg->domain, attention::AttentionOp::attention, cuda, &reg->attention_ops))
+            add_op_registrations(a, reg->domain, attention::AttentionOp::attention, cuda, &reg->attention_ops,
+                                 attention_x_types(cuda)))
       return st;
   }
   return nullptr;

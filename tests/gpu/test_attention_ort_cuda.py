@@ -8,8 +8,9 @@ Outputs are bound to NaN-filled device buffers. Two tests run under the CUDA
 EP's CUDA graphs (enable_cuda_graph=1, IO binding with device OrtValues,
 replays with new inputs copied in place and outputs re-poisoned).
 
-The CUDA kernel takes float16 / bfloat16; float32 is refused at session
-creation (test_cuda_float32_refused).
+The CUDA kernel takes float16 / bfloat16, and the CUDA EP registers Attention
+for those Q types only: a float32 node is placed on the CPU EP by ONNX Runtime's
+partitioner (test_cuda_float32_runs_on_cpu_ep, test_cuda_float32_needs_cpu_fallback).
 
 Needs onnxruntime-gpu (fixture ort_cuda). TRT_FASTOPS_ORT_TEST_EP=CPUExecutionProvider
 runs the same tests on the CPU EP (device buffers become host buffers, no CUDA
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import os
 from pathlib import Path
 
@@ -297,17 +299,54 @@ def test_cuda_graph_replays_scratch(ort_ep, dtype):
     _graph_replays(ort_ep, dtype, ("Y",), np.random.default_rng(80 + DTYPES.index(dtype)), past=200)
 
 
-def test_cuda_float32_refused(ort_ep):
-    """The CUDA kernel is float16 / bfloat16 only: a float32 node on the CUDA EP is
-    refused at session creation with the op's message (no silent CPU fallback here)."""
-    if not ON_CUDA:
-        pytest.skip("the float32 refusal is specific to the CUDA EP")
+def run_profiled(ort, dtype, feeds, attrs, outs, providers, prefix):
+    """Runs the model of a case once with ORT's profiler on (outputs bound to NaN-filled
+    DEVICE buffers, as run_device does) and checks it against the reference. Returns
+    the execution providers its Attention node ran on, from the profile's node events."""
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.enable_profiling = True
+    so.profile_file_prefix = prefix
+    sess = make_session(cpu.model_for(dtype, feeds, attrs, outs), providers, session_options=so)
+    ref = cpu.reference(feeds, attrs, outs)
+    got = run_device(ort, sess, cpu.graph_feeds(feeds, dtype), cpu.out_specs(dtype, outs, ref))
+    path = Path(sess.end_profiling())
+    events = json.loads(path.read_text())
+    path.unlink()
+    tol = cpu.TOL["float32"] if dtype == "float32" else TOL[dtype]
+    cpu.compare(dtype, got, ref, outs, f"on {providers}", tol)
+    return {e["args"]["provider"] for e in events
+            if e.get("cat") == "Node" and e.get("args", {}).get("op_name") == "Attention" and "provider" in e["args"]}
+
+
+@pytest.mark.parametrize("outs", [("Y",), ALL_OUTS], ids=["y", "present"])
+def test_cuda_float32_runs_on_cpu_ep(ort_ep, outs, tmp_path):
+    """The CUDA EP registers Attention for float16 / bfloat16 Q only, so with
+    providers [CUDA, CPU] ONNX Runtime places a float32 node on the CPU EP (our CPU
+    op) instead of failing at session creation; float16 / bfloat16 stay on CUDA."""
     rng = np.random.default_rng(90)
+    kw = dict(past_len=3, mask="bool", mask_shape=(5, 10)) if outs == ALL_OUTS else {}
+    providers = (EP, "CPUExecutionProvider") if ON_CUDA else (EP,)
+    for dtype, where in [("float32", "CPUExecutionProvider"), ("float16", EP), ("bfloat16", EP)]:
+        feeds, attrs = cpu.make_case(rng, dtype, **kw)
+        used = run_profiled(ort_ep, dtype, feeds, attrs, outs, providers, str(tmp_path / dtype))
+        assert used == {where}, (dtype, used)
+
+
+def test_cuda_float32_needs_cpu_fallback(ort_ep):
+    """With session.disable_cpu_ep_fallback = 1 (CUDA EP only) a float32 Attention
+    model is refused by ONNX Runtime (its node can only run on the CPU EP); float16
+    and bfloat16 models are accepted (every other test here runs that way)."""
+    if not ON_CUDA:
+        pytest.skip("CPU fallback is specific to the CUDA EP")
+    rng = np.random.default_rng(93)
     feeds, attrs = cpu.make_case(rng, "float32")
     with pytest.raises(Exception) as e:
         session(ort_ep, cpu.model_for("float32", feeds, attrs))
-    assert ("Attention: input 'Q' (index 0) is float32; the CUDA kernel supports float16 and bfloat16 only"
-            in str(e.value)), str(e.value)
+    assert "fallback to CPU EP has been explicitly disabled" in str(e.value), str(e.value)
+    for dtype in DTYPES:
+        feeds, attrs = cpu.make_case(rng, dtype)
+        check(ort_ep, dtype, feeds, attrs, what=f"{dtype} without CPU fallback")
 
 
 def test_cuda_errors_are_ours_and_survivable(ort_ep):
