@@ -36,6 +36,7 @@ run of a shape on a new thread captures again.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import importlib
 import logging
@@ -219,12 +220,31 @@ def _feed(name: str, x: Any, need_ortvalue: bool) -> _Feed:
         if not hasattr(ort.OrtValue, "from_dlpack"):
             raise RuntimeError(f"input '{name}': this onnxruntime ({ort.__version__}) cannot import DLPack "
                                "tensors (OrtValue.from_dlpack); upgrade onnxruntime")
-        ov = ort.OrtValue.from_dlpack(x)
+        with _exporting_device(x, int(dev_id) if dev_type == _KDL_CUDA else -1):
+            ov = ort.OrtValue.from_dlpack(x)
         device = int(dev_id) if dev_type == _KDL_CUDA else -1
         return _Feed(name, "dlpack", tuple(int(d) for d in ov.shape()), _dtype_name(ov.data_type()), device,
                      int(ov.data_ptr()), int(ov.tensor_size_in_bytes()), x, ov)
     raise TypeError(f"input '{name}': expected a numpy array, a DLPack tensor (torch, cupy, ...) or a "
                     f"trt_fastops.runtime.DeviceTensor, got {type(x).__module__}.{type(x).__qualname__}")
+
+
+@contextlib.contextmanager
+def _exporting_device(x: Any, device: int):
+    """Makes `device` current while x is exported: torch (and cupy) export a CUDA tensor through
+    DLPack only from its own device ("Can't export tensors on a different CUDA device index")."""
+    mod = sys.modules.get(type(x).__module__.split(".")[0])
+    ctx = None
+    if device >= 0 and mod is not None:
+        if mod.__name__ == "torch":
+            ctx = mod.cuda.device(device)
+        elif mod.__name__ == "cupy":
+            ctx = mod.cuda.Device(device)
+    if ctx is None:
+        yield
+    else:
+        with ctx:
+            yield
 
 
 def _from_dlpack_function(x: Any):
