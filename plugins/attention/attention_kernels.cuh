@@ -71,7 +71,7 @@ constexpr int smem_stride() {
 }
 // Element offset of (row, 16-byte chunk) in a [rows, D] tile.
 template <int D>
-__device__ __forceinline__ int swizzle(int row, int chunk) {
+__device__ __forceinline__ int padded_offset(int row, int chunk) {
   return row * smem_stride<D>() + chunk * 8;
 }
 
@@ -89,7 +89,7 @@ __device__ __forceinline__ void load_tile(T* smem, const T* __restrict__ src, in
   // One running pointer (not one hoisted 64-bit offset per pass: registers are scarce).
   const T* g = src + r * row_stride + c * 8;
   const int64_t g_step = ROW_STEP * row_stride;
-  T* dst = smem + swizzle<D>(r, c);
+  T* dst = smem + padded_offset<D>(r, c);
   const bool col_ok = c * 8 < dims_valid;
 #pragma unroll
   for (int it = 0; it < ROWS / ROW_STEP; ++it) {
@@ -371,13 +371,13 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const int row = warp_row0 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ldmatrix_x4(aq[mt], s_q + swizzle<D>(row, kk * 2 + (lane >> 4)));
+        ldmatrix_x4(aq[mt], s_q + padded_offset<D>(row, kk * 2 + (lane >> 4)));
       }
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
         uint32_t bk[4];
         const int key = np * 16 + (lane & 7) + (lane >> 4) * 8;
-        ldmatrix_x4(bk, s_k + swizzle<D>(key, kk * 2 + ((lane >> 3) & 1)));
+        ldmatrix_x4(bk, s_k + padded_offset<D>(key, kk * 2 + ((lane >> 3) & 1)));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_16816<T>(s[mt][2 * np], aq[mt], bk[0], bk[1]);
@@ -406,7 +406,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t bv[4];
         const int key = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ldmatrix_x4_trans(bv, s_v + swizzle<D>(key, dp * 2 + (lane >> 4)));
+        ldmatrix_x4_trans(bv, s_v + padded_offset<D>(key, dp * 2 + (lane >> 4)));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_16816<T>(o[mt][2 * dp], ap[ks][mt], bv[0], bv[1]);
