@@ -160,7 +160,32 @@ def conv_model(op, dtype, shapes, attrs, inits=None):
                              ir_version=cpu.IR_VERSION)
 
 
+def ort_cuda_drops(model) -> bool:
+    """ONNX Runtime's CUDA EP places every node of op type ConvTranspose that needs asymmetric
+    padding (explicit asymmetric pads, or auto_pad SAME_*) on the CPU EP, whatever its domain: its
+    ConvTransposeNeedFallbackToCPU check reads only the op type, so our CUDA kernel never gets
+    those nodes (seen with onnxruntime-gpu 1.31.1 on the H100; README, known limitations)."""
+    node = model.graph.node[0]
+    if node.op_type != "ConvTranspose":
+        return False
+    a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+    auto = a.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    pads = list(a.get("pads", []))
+    r = len(pads) // 2
+    return auto in ("SAME_UPPER", "SAME_LOWER") or any(pads[i] != pads[i + r] for i in range(r))
+
+
 def session(ort, model, *, cuda_graph=False):
+    if ON_CUDA and ort_cuda_drops(model):
+        # The limitation itself is checked: with CPU fallback disabled the session must refuse.
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        with pytest.raises(Exception, match="fallback to CPU EP has been explicitly disabled"):
+            make_session(model, (EP,), session_options=so)
+        pytest.skip("ONNX Runtime's CUDA EP sends ConvTranspose nodes with asymmetric padding to the CPU EP "
+                    "by op type, whatever the domain (README: known limitations)")
     so = ort.SessionOptions()
     so.log_severity_level = 3
     if ON_CUDA:
