@@ -93,47 +93,23 @@ AttentionPlugin::AttentionPlugin(const AttentionPluginConfig& cfg, std::string l
   nb_outputs_ = nb_outputs_of_mask(cfg_.outputs_mask);
 }
 
+SlotLayout AttentionPlugin::slot_layout() const {
+  return SlotLayout{sig().name, sig().inputs, sig().num_inputs, sig().outputs, sig().num_outputs, cfg_.inputs_mask,
+                    cfg_.outputs_mask};
+}
+
 std::unique_ptr<PluginBase> AttentionPlugin::clone_plugin() const {
   return std::make_unique<AttentionPlugin>(*this);
-}
-
-std::vector<bool> AttentionPlugin::outputs_present() const {
-  std::vector<bool> present(static_cast<size_t>(nb_outputs_));
-  for (int k = 0; k < nb_outputs_; ++k) present[k] = cfg_.outputs_mask >> k & 1;
-  return present;
-}
-
-Status AttentionPlugin::check_nb_outputs(int32_t nb_outputs) const {
-  if (nb_outputs == nb_outputs_) return Status::ok();
-  return Status::errorf(sig().name, ": the layer has ", nb_outputs, " outputs, but the plugin was created with ",
-                        nb_outputs_, " (field 'outputs' = ",
-                        describe_mask(cfg_.outputs_mask, sig().outputs, sig().num_outputs), ")");
-}
-
-template <typename Fill>
-Status AttentionPlugin::layer_inputs(int32_t nb_inputs, Fill&& fill, std::vector<TensorDesc>* descs,
-                                     std::vector<int>* slots) const {
-  TRT_FASTOPS_RETURN_IF_ERROR(
-      layer_input_slots(sig().name, cfg_.inputs_mask, sig().inputs, sig().num_inputs, nb_inputs, slots));
-  // More inputs than slots (no 'inputs' field): one desc each, so that
-  // infer_attention refuses the count with its message.
-  descs->assign(std::max<size_t>(size_t(sig().num_inputs), slots->size()), TensorDesc());
-  for (int32_t i = 0; i < nb_inputs; ++i) {
-    TensorDesc& d = (*descs)[size_t((*slots)[i])];
-    d.present = true;
-    fill(i, &d);
-  }
-  return Status::ok();
 }
 
 Status AttentionPlugin::output_data_types(nv::DataType* output_types, int32_t nb_outputs,
                                           const nv::DataType* input_types, int32_t nb_inputs) const {
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(input_types, nb_inputs, sig().name, "input types"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(output_types, nb_outputs, sig().name, "output types"));
-  TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
-  TRT_FASTOPS_RETURN_IF_ERROR(layer_inputs(
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
       nb_inputs,
       [&](int32_t i, TensorDesc* d) {
         d->rank_known = false;  // types only
@@ -141,7 +117,7 @@ Status AttentionPlugin::output_data_types(nv::DataType* output_types, int32_t nb
       },
       &descs, &slots));
   at::AttentionShapes shapes;
-  TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, outputs_present(), &shapes));
+  TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, slot_layout().outputs_present(), &shapes));
   // The plugin runs the CUDA kernel: a float32 Q is refused as the ORT CUDA op refuses it.
   TRT_FASTOPS_RETURN_IF_ERROR(at::attention_cuda_dtype_refusal(shapes));
   for (int32_t k = 0; k < nb_outputs; ++k) output_types[k] = trt_dtype_of(shapes.dtype);
@@ -153,13 +129,13 @@ Status AttentionPlugin::output_shapes(const nv::DimsExprs* inputs, int32_t nb_in
   const char* name = sig().name;
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(inputs, nb_inputs, name, "input shapes"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(outputs, nb_outputs, name, "output shapes"));
-  TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
-  TRT_FASTOPS_RETURN_IF_ERROR(layer_inputs(
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
       nb_inputs, [&](int32_t i, TensorDesc* d) { set_desc_dims(inputs[i], d); }, &descs, &slots));
   at::AttentionShapes s;
-  TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, outputs_present(), &s));
+  TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, slot_layout().outputs_present(), &s));
   if (s.rank != 3 && s.rank != 4) return Status::errorf(name, ": internal error: rank of Q, K, V unknown");
 
   const nv::DimsExprs* by_slot[at::ATTENTION_MAX_INPUTS] = {};
@@ -232,10 +208,10 @@ Status AttentionPlugin::supports_format(int32_t pos, const nv::DynamicPluginTens
                                         int32_t nb_outputs, bool* supported) const {
   *supported = false;
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(in_out, nb_inputs + nb_outputs, sig().name, "tensor descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<int> slots;
   TRT_FASTOPS_RETURN_IF_ERROR(
-      layer_input_slots(sig().name, cfg_.inputs_mask, sig().inputs, sig().num_inputs, nb_inputs, &slots));
+      slot_layout().input_slots(nb_inputs, &slots));
   if (nb_inputs < 3 || nb_inputs > sig().num_inputs || slots[0] != at::ATTN_Q) {
     return Status::errorf(sig().name, ": the layer has ", nb_inputs, " inputs, expected Q, K, V and up to 3 more");
   }
@@ -260,10 +236,10 @@ Status AttentionPlugin::configure(const nv::DynamicPluginTensorDesc* in, int32_t
                                   const nv::DynamicPluginTensorDesc* out, int32_t nb_outputs) {
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(in, nb_inputs, sig().name, "input descriptions"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(out, nb_outputs, sig().name, "output descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
-  TRT_FASTOPS_RETURN_IF_ERROR(layer_inputs(
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
       nb_inputs,
       [&](int32_t i, TensorDesc* d) {
         set_desc_dims(in[i].desc.dims, d);  // -1 for dims the profile leaves open
@@ -271,7 +247,7 @@ Status AttentionPlugin::configure(const nv::DynamicPluginTensorDesc* in, int32_t
       },
       &descs, &slots));
   at::AttentionShapes shapes;
-  TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, outputs_present(), &shapes));
+  TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, slot_layout().outputs_present(), &shapes));
   return at::attention_cuda_dtype_refusal(shapes);
 }
 
@@ -281,10 +257,10 @@ Status AttentionPlugin::workspace_size(const nv::DynamicPluginTensorDesc* inputs
   *bytes = 0;
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(inputs, nb_inputs, sig().name, "input descriptions"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(outputs, nb_outputs, sig().name, "output descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
-  TRT_FASTOPS_RETURN_IF_ERROR(layer_inputs(
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
       nb_inputs,
       [&](int32_t i, TensorDesc* d) {
         set_desc_dims(inputs[i].max, d);  // the profile's largest shapes: the scratch grows with them
@@ -292,7 +268,7 @@ Status AttentionPlugin::workspace_size(const nv::DynamicPluginTensorDesc* inputs
       },
       &descs, &slots));
   at::AttentionShapes shapes;
-  TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, outputs_present(), &shapes));
+  TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, slot_layout().outputs_present(), &shapes));
   if (!shapes.has_past) return Status::ok();  // no scratch: the workspace is unused
   if (!shapes.fully_known()) {
     return Status::errorf(sig().name, ": getWorkspaceSize got open dims in the profile's maximum shapes");
@@ -306,16 +282,16 @@ Status AttentionPlugin::shape_change(const nv::PluginTensorDesc* in, int32_t nb_
   shapes_ready_ = false;
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(in, nb_inputs, sig().name, "input descriptions"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(out, nb_outputs, sig().name, "output descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
-  TRT_FASTOPS_RETURN_IF_ERROR(layer_inputs(
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
       nb_inputs,
       [&](int32_t i, TensorDesc* d) {
         set_desc_dims(in[i].dims, d);
         set_desc_dtype(in[i].type, d);
       },
       &descs, &run_slots_));
-  TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, outputs_present(), &shapes_));
+  TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, slot_layout().outputs_present(), &shapes_));
   TRT_FASTOPS_RETURN_IF_ERROR(at::attention_cuda_dtype_refusal(shapes_));
   if (!shapes_.fully_known()) {
     return Status::errorf(sig().name, ": onShapeChange got a dynamic dim (Q ",

@@ -72,12 +72,7 @@ class AttentionPlugin final : public PluginBase {
   void serialize_fields(FieldList* fields) const override;
 
  private:
-  Status check_nb_outputs(int32_t nb_outputs) const;
-  std::vector<bool> outputs_present() const;
-  // One TensorDesc per input slot from the layer's inputs (fill(i, desc) for
-  // layer input i); slots[i] = the op slot of layer input i.
-  template <typename Fill>
-  Status layer_inputs(int32_t nb_inputs, Fill&& fill, std::vector<TensorDesc>* descs, std::vector<int>* slots) const;
+  SlotLayout slot_layout() const;
 
   AttentionPluginConfig cfg_;
   int32_t nb_outputs_ = 1;

@@ -80,46 +80,14 @@ NormPlugin::NormPlugin(const NormPluginConfig& cfg, std::string layer_name)
 
 std::unique_ptr<PluginBase> NormPlugin::clone_plugin() const { return std::make_unique<NormPlugin>(*this); }
 
-std::vector<bool> NormPlugin::outputs_present() const {
-  std::vector<bool> present(static_cast<size_t>(nb_outputs_));
-  for (int k = 0; k < nb_outputs_; ++k) present[k] = cfg_.outputs_mask >> k & 1;
-  return present;
-}
-
-Status NormPlugin::check_nb_outputs(int32_t nb_outputs) const {
-  if (nb_outputs == nb_outputs_) return Status::ok();
-  return Status::errorf(sig().name, ": the layer has ", nb_outputs, " outputs, but the plugin was created with ",
-                        nb_outputs_, " (field 'outputs' = ", describe_mask(cfg_.outputs_mask, sig().outputs, sig().num_outputs),
-                        ")");
-}
-
-Status NormPlugin::input_slots(int32_t nb_inputs, std::vector<int>* slots) const {
-  return layer_input_slots(sig().name, cfg_.inputs_mask, sig().inputs, sig().num_inputs, nb_inputs, slots);
-}
-
-template <typename Fill>
-Status NormPlugin::layer_inputs(int32_t nb_inputs, Fill&& fill, std::vector<TensorDesc>* descs,
-                                std::vector<int>* slots) const {
-  TRT_FASTOPS_RETURN_IF_ERROR(input_slots(nb_inputs, slots));
-  // More inputs than slots (no 'inputs' field): one desc each, so that
-  // infer_norm refuses the count with its message.
-  descs->assign(std::max<size_t>(size_t(sig().num_inputs), slots->size()), TensorDesc());
-  for (int32_t i = 0; i < nb_inputs; ++i) {
-    TensorDesc& d = (*descs)[size_t((*slots)[i])];
-    d.present = true;
-    fill(i, &d);
-  }
-  return Status::ok();
-}
-
 Status NormPlugin::output_data_types(nv::DataType* output_types, int32_t nb_outputs, const nv::DataType* input_types,
                                      int32_t nb_inputs) const {
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(input_types, nb_inputs, sig().name, "input types"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(output_types, nb_outputs, sig().name, "output types"));
-  TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
-  TRT_FASTOPS_RETURN_IF_ERROR(layer_inputs(
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
       nb_inputs,
       [&](int32_t i, TensorDesc* d) {
         d->rank_known = false;  // types only
@@ -127,7 +95,7 @@ Status NormPlugin::output_data_types(nv::DataType* output_types, int32_t nb_outp
       },
       &descs, &slots));
   norm::NormShapes shapes;
-  TRT_FASTOPS_RETURN_IF_ERROR(norm::infer_norm(cfg_.op, cfg_.attrs, descs, outputs_present(), &shapes));
+  TRT_FASTOPS_RETURN_IF_ERROR(norm::infer_norm(cfg_.op, cfg_.attrs, descs, slot_layout().outputs_present(), &shapes));
   for (int32_t k = 0; k < nb_outputs; ++k)
     output_types[k] = is_stat_output(k) ? nv::DataType::kFLOAT : trt_dtype_of(shapes.dtype);
   return Status::ok();
@@ -137,10 +105,10 @@ Status NormPlugin::output_shapes(const nv::DimsExprs* inputs, int32_t nb_inputs,
                                  int32_t nb_outputs, nv::IExprBuilder& builder) {
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(inputs, nb_inputs, sig().name, "input shapes"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(outputs, nb_outputs, sig().name, "output shapes"));
-  TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
-  TRT_FASTOPS_RETURN_IF_ERROR(layer_inputs(
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
       nb_inputs,
       [&](int32_t i, TensorDesc* d) {
         // Build time: constant dims are checked now, symbolic ones at run time.
@@ -153,7 +121,7 @@ Status NormPlugin::output_shapes(const nv::DimsExprs* inputs, int32_t nb_inputs,
       },
       &descs, &slots));
   norm::NormShapes shapes;
-  TRT_FASTOPS_RETURN_IF_ERROR(norm::infer_norm(cfg_.op, cfg_.attrs, descs, outputs_present(), &shapes));
+  TRT_FASTOPS_RETURN_IF_ERROR(norm::infer_norm(cfg_.op, cfg_.attrs, descs, slot_layout().outputs_present(), &shapes));
 
   // X is slot 0 and required, so it is the layer's input 0.
   const nv::DimsExprs& x = inputs[0];
@@ -183,9 +151,9 @@ Status NormPlugin::supports_format(int32_t pos, const nv::DynamicPluginTensorDes
                                    int32_t nb_outputs, bool* supported) const {
   *supported = false;
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(in_out, nb_inputs + nb_outputs, sig().name, "tensor descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<int> slots;
-  TRT_FASTOPS_RETURN_IF_ERROR(input_slots(nb_inputs, &slots));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().input_slots(nb_inputs, &slots));
   if (nb_inputs > sig().num_inputs || nb_inputs < 1) {
     return Status::errorf(sig().name, ": the layer has ", nb_inputs, " inputs, expected 1 to ", sig().num_inputs);
   }
@@ -210,10 +178,10 @@ Status NormPlugin::configure(const nv::DynamicPluginTensorDesc* in, int32_t nb_i
                              const nv::DynamicPluginTensorDesc* out, int32_t nb_outputs) {
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(in, nb_inputs, sig().name, "input descriptions"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(out, nb_outputs, sig().name, "output descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
-  TRT_FASTOPS_RETURN_IF_ERROR(layer_inputs(
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
       nb_inputs,
       [&](int32_t i, TensorDesc* d) {
         set_desc_dims(in[i].desc.dims, d);  // -1 for dims the profile leaves open
@@ -221,7 +189,7 @@ Status NormPlugin::configure(const nv::DynamicPluginTensorDesc* in, int32_t nb_i
       },
       &descs, &slots));
   norm::NormShapes shapes;
-  return norm::infer_norm(cfg_.op, cfg_.attrs, descs, outputs_present(), &shapes);
+  return norm::infer_norm(cfg_.op, cfg_.attrs, descs, slot_layout().outputs_present(), &shapes);
 }
 
 Status NormPlugin::shape_change(const nv::PluginTensorDesc* in, int32_t nb_inputs, const nv::PluginTensorDesc* out,
@@ -229,16 +197,16 @@ Status NormPlugin::shape_change(const nv::PluginTensorDesc* in, int32_t nb_input
   shapes_ready_ = false;
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(in, nb_inputs, sig().name, "input descriptions"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(out, nb_outputs, sig().name, "output descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
-  TRT_FASTOPS_RETURN_IF_ERROR(layer_inputs(
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
       nb_inputs,
       [&](int32_t i, TensorDesc* d) {
         set_desc_dims(in[i].dims, d);
         set_desc_dtype(in[i].type, d);
       },
       &descs, &run_slots_));
-  TRT_FASTOPS_RETURN_IF_ERROR(norm::infer_norm(cfg_.op, cfg_.attrs, descs, outputs_present(), &shapes_));
+  TRT_FASTOPS_RETURN_IF_ERROR(norm::infer_norm(cfg_.op, cfg_.attrs, descs, slot_layout().outputs_present(), &shapes_));
   for (int64_t d : shapes_.y_dims) {
     if (d < 0) return Status::errorf(sig().name, ": onShapeChange got a dynamic dim in X ", norm::format_dims(shapes_.y_dims));
   }

@@ -58,15 +58,10 @@ class NormPlugin final : public PluginBase {
 
  private:
   const norm::NormSignature& sig() const { return norm::norm_signature(cfg_.op); }
-  // The op slot of each of the layer's nb_inputs inputs (slots[i] for input i).
-  Status input_slots(int32_t nb_inputs, std::vector<int>* slots) const;
-  Status check_nb_outputs(int32_t nb_outputs) const;
-  // One TensorDesc per op slot (or per layer input when no 'inputs' field and
-  // there are too many, so infer_norm reports the count), filled by `fill`.
-  template <typename Fill>
-  Status layer_inputs(int32_t nb_inputs, Fill&& fill, std::vector<norm::TensorDesc>* descs,
-                      std::vector<int>* slots) const;
-  std::vector<bool> outputs_present() const;
+  SlotLayout slot_layout() const {
+    return SlotLayout{sig().name, sig().inputs, sig().num_inputs, sig().outputs, sig().num_outputs, cfg_.inputs_mask,
+                      cfg_.outputs_mask};
+  }
   bool is_stat_output(int slot) const { return slot == sig().mean || slot == sig().inv_std_dev; }
 
   NormPluginConfig cfg_;

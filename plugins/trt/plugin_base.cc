@@ -221,6 +221,19 @@ std::string with_layer(const std::string& message, const std::string& layer_name
   return message + " (layer '" + layer_name + "')";
 }
 
+Status SlotLayout::check_nb_outputs(int32_t nb_outputs) const {
+  const int32_t expected = nb_outputs_of_mask(outputs_mask);
+  if (nb_outputs == expected) return Status::ok();
+  return Status::errorf(op, ": the layer has ", nb_outputs, " outputs, but the plugin was created with ", expected,
+                        " (field 'outputs' = ", describe_mask(outputs_mask, outputs, num_outputs), ")");
+}
+
+std::vector<bool> SlotLayout::outputs_present() const {
+  std::vector<bool> present(static_cast<size_t>(nb_outputs_of_mask(outputs_mask)));
+  for (size_t k = 0; k < present.size(); ++k) present[k] = outputs_mask >> k & 1;
+  return present;
+}
+
 // ---------------------------------------------------------------------------
 // PluginBase
 

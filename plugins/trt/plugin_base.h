@@ -109,6 +109,43 @@ Status layer_input_slots(const char* op, int32_t mask, const TensorSlot* slots, 
 // Number of plugin outputs for an 'outputs' mask (highest set bit + 1).
 int32_t nb_outputs_of_mask(int32_t mask);
 
+// The 'inputs' / 'outputs' masks of a plugin whose op has optional slots
+// (norms, Attention) applied to the layer TensorRT hands over: the op slot of
+// each layer input, which outputs exist, and the message when the counts
+// disagree. Built on the fly from the op's signature and the plugin's fields.
+struct SlotLayout {
+  const char* op = "";
+  const TensorSlot* inputs = nullptr;
+  int num_inputs = 0;
+  const TensorSlot* outputs = nullptr;
+  int num_outputs = 0;
+  int32_t inputs_mask = -1;  // -1: not given (leading slots)
+  int32_t outputs_mask = 1;  // Y only
+
+  // The layer's output count must be the one the 'outputs' field implies.
+  Status check_nb_outputs(int32_t nb_outputs) const;
+  // One flag per plugin output (clear bits are placeholders).
+  std::vector<bool> outputs_present() const;
+  // The op slot of each of the layer's nb_inputs inputs.
+  Status input_slots(int32_t nb_inputs, std::vector<int>* slots) const {
+    return layer_input_slots(op, inputs_mask, inputs, num_inputs, nb_inputs, slots);
+  }
+  // One TensorDesc per op slot (one per layer input when there is no 'inputs'
+  // field and too many inputs, so the op's inference reports the count);
+  // fill(i, desc) describes layer input i; slots[i] = its op slot.
+  template <typename Fill>
+  Status layer_inputs(int32_t nb_inputs, Fill&& fill, std::vector<TensorDesc>* descs, std::vector<int>* slots) const {
+    TRT_FASTOPS_RETURN_IF_ERROR(input_slots(nb_inputs, slots));
+    descs->assign(std::max<size_t>(size_t(num_inputs), slots->size()), TensorDesc());
+    for (int32_t i = 0; i < nb_inputs; ++i) {
+      TensorDesc& d = (*descs)[size_t((*slots)[i])];
+      d.present = true;
+      fill(i, &d);
+    }
+    return Status::ok();
+  }
+};
+
 // ---------------------------------------------------------------------------
 // Output dims as IExprBuilder expressions. Constants handed to the builder
 // are never negative (a negative offset becomes a kSUB); a null expression
