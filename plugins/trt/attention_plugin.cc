@@ -234,18 +234,9 @@ Status AttentionPlugin::supports_format(int32_t pos, const nv::DynamicPluginTens
 
 Status AttentionPlugin::configure(const nv::DynamicPluginTensorDesc* in, int32_t nb_inputs,
                                   const nv::DynamicPluginTensorDesc* out, int32_t nb_outputs) {
-  TRT_FASTOPS_RETURN_IF_ERROR(need_array(in, nb_inputs, sig().name, "input descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(need_array(out, nb_outputs, sig().name, "output descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
-  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
-      nb_inputs,
-      [&](int32_t i, TensorDesc* d) {
-        set_desc_dims(in[i].desc.dims, d);  // -1 for dims the profile leaves open
-        set_desc_dtype(in[i].desc.type, d);
-      },
-      &descs, &slots));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_descs(in, nb_inputs, out, nb_outputs, &descs, &slots));
   at::AttentionShapes shapes;
   TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, slot_layout().outputs_present(), &shapes));
   return at::attention_cuda_dtype_refusal(shapes);
@@ -280,17 +271,8 @@ Status AttentionPlugin::workspace_size(const nv::DynamicPluginTensorDesc* inputs
 Status AttentionPlugin::shape_change(const nv::PluginTensorDesc* in, int32_t nb_inputs,
                                      const nv::PluginTensorDesc* out, int32_t nb_outputs) {
   shapes_ready_ = false;
-  TRT_FASTOPS_RETURN_IF_ERROR(need_array(in, nb_inputs, sig().name, "input descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(need_array(out, nb_outputs, sig().name, "output descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
-  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
-      nb_inputs,
-      [&](int32_t i, TensorDesc* d) {
-        set_desc_dims(in[i].dims, d);
-        set_desc_dtype(in[i].type, d);
-      },
-      &descs, &run_slots_));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_descs(in, nb_inputs, out, nb_outputs, &descs, &run_slots_));
   TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, slot_layout().outputs_present(), &shapes_));
   TRT_FASTOPS_RETURN_IF_ERROR(at::attention_cuda_dtype_refusal(shapes_));
   if (!shapes_.fully_known()) {

@@ -176,18 +176,9 @@ Status NormPlugin::supports_format(int32_t pos, const nv::DynamicPluginTensorDes
 
 Status NormPlugin::configure(const nv::DynamicPluginTensorDesc* in, int32_t nb_inputs,
                              const nv::DynamicPluginTensorDesc* out, int32_t nb_outputs) {
-  TRT_FASTOPS_RETURN_IF_ERROR(need_array(in, nb_inputs, sig().name, "input descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(need_array(out, nb_outputs, sig().name, "output descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
-  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
-      nb_inputs,
-      [&](int32_t i, TensorDesc* d) {
-        set_desc_dims(in[i].desc.dims, d);  // -1 for dims the profile leaves open
-        set_desc_dtype(in[i].desc.type, d);
-      },
-      &descs, &slots));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_descs(in, nb_inputs, out, nb_outputs, &descs, &slots));
   norm::NormShapes shapes;
   return norm::infer_norm(cfg_.op, cfg_.attrs, descs, slot_layout().outputs_present(), &shapes);
 }
@@ -195,17 +186,8 @@ Status NormPlugin::configure(const nv::DynamicPluginTensorDesc* in, int32_t nb_i
 Status NormPlugin::shape_change(const nv::PluginTensorDesc* in, int32_t nb_inputs, const nv::PluginTensorDesc* out,
                                 int32_t nb_outputs) {
   shapes_ready_ = false;
-  TRT_FASTOPS_RETURN_IF_ERROR(need_array(in, nb_inputs, sig().name, "input descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(need_array(out, nb_outputs, sig().name, "output descriptions"));
-  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
   std::vector<TensorDesc> descs;
-  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
-      nb_inputs,
-      [&](int32_t i, TensorDesc* d) {
-        set_desc_dims(in[i].dims, d);
-        set_desc_dtype(in[i].type, d);
-      },
-      &descs, &run_slots_));
+  TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_descs(in, nb_inputs, out, nb_outputs, &descs, &run_slots_));
   TRT_FASTOPS_RETURN_IF_ERROR(norm::infer_norm(cfg_.op, cfg_.attrs, descs, slot_layout().outputs_present(), &shapes_));
   for (int64_t d : shapes_.y_dims) {
     if (d < 0) return Status::errorf(sig().name, ": onShapeChange got a dynamic dim in X ", norm::format_dims(shapes_.y_dims));

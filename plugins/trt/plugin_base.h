@@ -144,6 +144,28 @@ struct SlotLayout {
     }
     return Status::ok();
   }
+  // The common prologue of configurePlugin / onShapeChange: both arrays
+  // present, the output count right, one desc per op slot from each layer
+  // input's dims (-1 where a profile leaves them open) and type.
+  template <typename Desc>  // nv::DynamicPluginTensorDesc or nv::PluginTensorDesc
+  Status layer_descs(const Desc* in, int32_t nb_inputs, const Desc* out, int32_t nb_outputs,
+                     std::vector<TensorDesc>* descs, std::vector<int>* slots) const {
+    TRT_FASTOPS_RETURN_IF_ERROR(need_array(in, nb_inputs, op, "input descriptions"));
+    TRT_FASTOPS_RETURN_IF_ERROR(need_array(out, nb_outputs, op, "output descriptions"));
+    TRT_FASTOPS_RETURN_IF_ERROR(check_nb_outputs(nb_outputs));
+    return layer_inputs(
+        nb_inputs,
+        [&](int32_t i, TensorDesc* d) {
+          const nv::PluginTensorDesc& t = plain_desc(in[i]);
+          set_desc_dims(t.dims, d);
+          set_desc_dtype(t.type, d);
+        },
+        descs, slots);
+  }
+
+ private:
+  static const nv::PluginTensorDesc& plain_desc(const nv::DynamicPluginTensorDesc& d) { return d.desc; }
+  static const nv::PluginTensorDesc& plain_desc(const nv::PluginTensorDesc& d) { return d; }
 };
 
 // ---------------------------------------------------------------------------
