@@ -54,9 +54,11 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.append(str(REPO))  # appended: an installed trt_fastops wins over the source tree
 
-EP = os.environ.get("TRT_FASTOPS_ORT_TEST_EP", "CUDAExecutionProvider")
-ON_CUDA = EP == "CUDAExecutionProvider"
-DEVICE = "cuda" if ON_CUDA else "cpu"
+# EP choice, sessions and device runs shared by the ORT EP tests.
+_spec = importlib.util.spec_from_file_location("trt_fastops_test_ort_ep_common", Path(__file__).with_name("ort_ep_common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
+EP, ON_CUDA, DEVICE = common.EP, common.ON_CUDA, common.DEVICE
 
 FORCE = "TRT_FASTOPS_CONV_FORCE_FALLBACK"
 RUNTIME_COMPILE = "TRT_FASTOPS_CONV_RUNTIME_COMPILE"
@@ -186,14 +188,7 @@ def session(ort, model, *, cuda_graph=False):
             make_session(model, (EP,), session_options=so)
         pytest.skip("ONNX Runtime's CUDA EP sends ConvTranspose nodes with asymmetric padding to the CPU EP "
                     "by op type, whatever the domain (README: known limitations)")
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    if ON_CUDA:
-        # No silent CPU fallback: session creation fails if a node would leave the CUDA EP.
-        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    sess = make_session(model, (EP,), cuda_graph=cuda_graph and ON_CUDA, session_options=so)
-    assert sess.get_providers()[0] == EP, sess.get_providers()
-    return sess
+    return common.session(ort, model, cuda_graph=cuda_graph)
 
 
 def device_tensor(ort, arr, dtype):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import os
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +23,11 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 
-EP = os.environ.get("TRT_FASTOPS_ORT_TEST_EP", "CUDAExecutionProvider")
-ON_CUDA = EP == "CUDAExecutionProvider"
-DEVICE = "cuda" if ON_CUDA else "cpu"
+# EP choice, sessions and device runs shared by the ORT EP tests.
+_spec = importlib.util.spec_from_file_location("trt_fastops_test_ort_ep_common", Path(__file__).with_name("ort_ep_common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
+EP, ON_CUDA, DEVICE = common.EP, common.ON_CUDA, common.DEVICE
 
 # Shared helpers and the float64 reference live in the CPU test module.
 _spec = importlib.util.spec_from_file_location(
@@ -34,7 +35,6 @@ _spec = importlib.util.spec_from_file_location(
 cpu = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cpu)
 
-from trt_fastops.ort import make_session  # noqa: E402
 
 SIGS, STAT_OUTPUTS, NP = cpu.SIGS, cpu.STAT_OUTPUTS, cpu.NP
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -58,15 +58,7 @@ def ort_ep(request):
     return pytest.importorskip("onnxruntime")
 
 
-def session(ort, model, *, cuda_graph=False):
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    if ON_CUDA:
-        # No silent CPU fallback: session creation fails if a node would leave the CUDA EP.
-        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    sess = make_session(model, (EP,), cuda_graph=cuda_graph and ON_CUDA, session_options=so)
-    assert sess.get_providers()[0] == EP, sess.get_providers()
-    return sess
+session = common.session
 
 
 def out_specs(op, dtype, outputs, ref):
@@ -78,32 +70,10 @@ def out_specs(op, dtype, outputs, ref):
     return specs
 
 
-def device_value(ort, arr, keep):
-    """OrtValue on DEVICE holding a copy of `arr`. Host OrtValues borrow the
-    numpy memory, so the array is kept referenced in `keep`."""
-    arr = np.ascontiguousarray(arr)
-    keep.append(arr)
-    return ort.OrtValue.ortvalue_from_numpy(arr, DEVICE, 0)
+device_value = common.device_value
 
 
-def run_device(ort, sess, feeds, specs):
-    """Run with host inputs and outputs bound to NaN-filled device buffers
-    (zero-element outputs are left to ORT). Returns graph output name -> array."""
-    io = sess.io_binding()
-    keep = []
-    for name, arr in feeds.items():
-        io.bind_cpu_input(name, np.ascontiguousarray(arr))
-    names = []
-    for name, (shape, npdt) in specs.items():
-        if int(np.prod(shape)) > 0:
-            io.bind_ortvalue_output(name, device_value(ort, np.full(shape, np.nan, dtype=npdt), keep))
-        else:
-            io.bind_output(name, "cpu")
-        names.append(name)
-    sess.run_with_iobinding(io)
-    io.synchronize_outputs()
-    # Copy now: on the host, numpy() views memory that `keep` owns.
-    return {n: np.array(v.numpy(), copy=True) for n, v in zip(names, io.get_outputs())}
+run_device = common.run_device
 
 
 def compare(op, dtype, got, ref, outputs, what="", tol_scale=1.0):
