@@ -159,11 +159,15 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
     torch.cuda.synchronize()
     mine = out.clone()
     row = dict(case)
-    row["ours_kernel"] = _C.attention_forward(
-        case["dtype"], q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
-        q_strides=(q.stride(0), q.stride(1), q.stride(2)), k_strides=(k.stride(0), k.stride(1), k.stride(2)),
-        v_strides=(v.stride(0), v.stride(1), v.stride(2)), out_strides=(out.stride(0), out.stride(1), out.stride(2)),
-        scale=d ** -0.5, causal=causal, dry_run=True)
+
+    def kernel_name():
+        """The kernel ours() launches under the current path / tile variant (launches nothing)."""
+        return _C.attention_forward(
+            case["dtype"], q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
+            q_strides=q.stride()[:3], k_strides=k.stride()[:3], v_strides=v.stride()[:3],
+            out_strides=out.stride()[:3], scale=d ** -0.5, causal=causal, dry_run=True)
+
+    row["ours_kernel"] = kernel_name()
     us = time_fn(torch, ours, args.reps, args.trials)
     # The mma.sync kernel (the path for GPUs other than sm_90) on the same inputs.
     previous = _C.attention_set_path("sm80")
@@ -183,12 +187,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
                 ours()
                 torch.cuda.synchronize()
                 diff = max_diff(torch, out, mine)
-                name = _C.attention_forward(
-                    case["dtype"], q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
-                    q_strides=(q.stride(0), q.stride(1), q.stride(2)), k_strides=(k.stride(0), k.stride(1), k.stride(2)),
-                    v_strides=(v.stride(0), v.stride(1), v.stride(2)),
-                    out_strides=(out.stride(0), out.stride(1), out.stride(2)), scale=d ** -0.5, causal=causal,
-                    dry_run=True)
+                name = kernel_name()
                 t = time_fn(torch, ours, args.reps, args.trials)
                 sweep[name] = round(case["flops"] / t / 1e6, 1) if diff <= 0.02 else f"wrong ({diff:.3g})"
             finally:
