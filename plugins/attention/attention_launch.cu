@@ -64,6 +64,26 @@ auto dispatch_config(int bucket, int variant, F&& f) {
   });
 }
 
+// The sm80 kernel launch_attention runs for p, as f(TypeTag<CFG>, ALIGNED, MASKED):
+// masked inputs take the bucket's Masked config, unaligned rows the default
+// tile, aligned rows the selected variant. attention_kernel_name asks the same.
+template <typename F>
+auto dispatch_sm80_kernel(const AttentionParams& p, F&& f) {
+  const int bucket = head_dim_bucket(p);
+  const bool aligned = rows_aligned(p);
+  if (p.mask_kind != MaskKind::none) {
+    return dispatch_bool(aligned, [&](auto ALIGNED) {
+      return dispatch_config<TileChoice::masked>(bucket, 0, [&](auto cfg) { return f(cfg, ALIGNED, std::true_type{}); });
+    });
+  }
+  if (!aligned) {
+    return dispatch_config<TileChoice::default_only>(
+        bucket, 0, [&](auto cfg) { return f(cfg, std::false_type{}, std::false_type{}); });
+  }
+  return dispatch_config<TileChoice::any_variant>(bucket, g_tile_variant.load(std::memory_order_relaxed),
+                                                  [&](auto cfg) { return f(cfg, std::true_type{}, std::false_type{}); });
+}
+
 }  // namespace
 
 const char* attention_unsupported_reason(const AttentionParams& p) {
@@ -89,15 +109,11 @@ const char* attention_unsupported_reason(const AttentionParams& p) {
 const char* attention_kernel_name(const AttentionParams& p) {
   if (attention_unsupported_reason(p) != nullptr) return "unsupported";
   if (use_hopper(p)) return hopper_kernel_name(p, g_tile_variant.load(std::memory_order_relaxed));
-  const bool aligned = rows_aligned(p);
   return dispatch_dtype(p.dtype, [&](auto tag) -> const char* {
     using T = typename decltype(tag)::type;
-    const bool masked = p.mask_kind != MaskKind::none;
-    auto name = [&](auto cfg) { return kernel_name<T, typename decltype(cfg)::type>(aligned, masked); };
-    const int bucket = head_dim_bucket(p);
-    if (masked) return dispatch_config<TileChoice::masked>(bucket, 0, name);
-    if (!aligned) return dispatch_config<TileChoice::default_only>(bucket, 0, name);
-    return dispatch_config<TileChoice::any_variant>(bucket, g_tile_variant.load(std::memory_order_relaxed), name);
+    return dispatch_sm80_kernel(p, [&](auto cfg, auto ALIGNED, auto MASKED) {
+      return kernel_name<T, typename decltype(cfg)::type>(ALIGNED.value, MASKED.value);
+    });
   });
 }
 
@@ -114,23 +130,10 @@ cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
     if constexpr (std::is_same_v<T, float>) {
       return cudaErrorInvalidValue;
     } else {
-      const int bucket = head_dim_bucket(p);
-      const bool aligned = rows_aligned(p);
-      auto run = [&](auto cfg, auto ALIGNED, auto MASKED) {
+      return dispatch_sm80_kernel(p, [&](auto cfg, auto ALIGNED, auto MASKED) {
         using CFG = typename decltype(cfg)::type;
         return launch_kernel<CFG, flash_fwd_kernel<T, CFG, ALIGNED.value, MASKED.value>>(p, stream);
-      };
-      if (p.mask_kind != MaskKind::none) {
-        return dispatch_bool(aligned, [&](auto ALIGNED) {
-          return dispatch_config<TileChoice::masked>(bucket, 0, [&](auto cfg) { return run(cfg, ALIGNED, std::true_type{}); });
-        });
-      }
-      if (!aligned) {
-        return dispatch_config<TileChoice::default_only>(
-            bucket, 0, [&](auto cfg) { return run(cfg, std::false_type{}, std::false_type{}); });
-      }
-      return dispatch_config<TileChoice::any_variant>(bucket, g_tile_variant.load(std::memory_order_relaxed),
-                                                      [&](auto cfg) { return run(cfg, std::true_type{}, std::false_type{}); });
+      });
     }
   });
 }
