@@ -94,11 +94,14 @@ const char* attention_kernel_name(const AttentionParams& p);
 // Out-of-range -> default.
 int attention_set_tile_variant(int variant);
 
-// Which kernel family runs: auto = the sm_90a (wgmma) kernel on compute
-// capability 9.0 when the build carries sm_90a code and the rows are 16-byte
-// aligned, else the sm80 (mma.sync) kernel, which runs everywhere. Tests and
-// benchmarks force a family process-wide; returns the previous setting.
-enum class AttentionPath : int { automatic = 0, sm80 = 1 };
+// Which kernel family runs: auto = the sm_90a kernels on compute capability
+// 9.0 when the build carries sm_90a code and the rows are 16-byte aligned (the
+// warp-specialised TMA kernel where the views admit tensor maps and the head
+// dims are at most 128, else the plain wgmma kernel), else the sm80 (mma.sync)
+// kernel, which runs everywhere. wgmma forces the plain wgmma kernel where auto
+// would take the warp-specialised one. Tests and benchmarks force a family
+// process-wide; returns the previous setting.
+enum class AttentionPath : int { automatic = 0, sm80 = 1, wgmma = 2 };
 AttentionPath attention_set_path(AttentionPath path);
 
 }  // namespace trt_fastops::attention

@@ -5,7 +5,11 @@
 #include <cstring>
 #include <tuple>
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include "plugins/attention/attention_hopper.cuh"
+#include "plugins/attention/attention_hopper_ws.cuh"
 #include "plugins/attention/attention_hopper.h"
 #include "plugins/attention/attention_launch_common.cuh"
 #include "plugins/common/dispatch.cuh"
@@ -13,35 +17,101 @@
 namespace trt_fastops::attention {
 namespace {
 
-// Tile variants per head-dim bucket (the first is the default and serves masked
-// inputs; the rest are for the benchmark's sweep). HopperConfig<D, BLOCK_N, CTAs/SM>:
-// 64 keys per step lets d64 and d128 run two CTAs per SM (one CTA's loads,
-// softmax and epilogue overlap the other's tensor-core work): 1.1-1.3x the
-// 128-key single-CTA tiles on the H100 sweep.
+// Tile variants per head-dim bucket. The warp-specialised kernels
+// (HopperWsConfig<D, BLOCK_N, STAGES, PINGPONG>, TMA-fed) come first and
+// variant 0 is the default (masked inputs too); the plain wgmma kernels
+// (HopperConfig<D, BLOCK_N, CTAs/SM>) follow from FIRST_BASIC on. They run when
+// the warp-specialised kernel can't (no tensor maps for these strides, d256,
+// or the 'wgmma' path forced) and in the benchmark's tile sweep. 64 keys per
+// step lets the plain kernel run two CTAs per SM: 1.1-1.3x its 128-key tiles.
 template <int D>
 struct HopperTiles;
 template <>
 struct HopperTiles<64> {
-  using Variants = std::tuple<HopperConfig<64, 64, 2>, HopperConfig<64, 128, 1>>;
+  using Variants = std::tuple<HopperWsConfig<64, 128, 2, true>, HopperWsConfig<64, 128, 2, false>,
+                              HopperConfig<64, 64, 2>, HopperConfig<64, 128, 1>>;
+  static constexpr int FIRST_BASIC = 2;
 };
 template <>
 struct HopperTiles<128> {
-  using Variants = std::tuple<HopperConfig<128, 64, 2>, HopperConfig<128, 128, 1>>;
+  using Variants = std::tuple<HopperWsConfig<128, 128, 2, true>, HopperWsConfig<128, 128, 2, false>,
+                              HopperConfig<128, 64, 2>, HopperConfig<128, 128, 1>>;
+  static constexpr int FIRST_BASIC = 2;
 };
 template <>
 struct HopperTiles<256> {
   using Variants = std::tuple<HopperConfig<256, 64, 1>>;
+  static constexpr int FIRST_BASIC = 0;
 };
 
-// f(TypeTag<CFG>) for the bucket's variant (0 for masked inputs: one instantiation each).
+template <typename CFG>
+constexpr bool is_warp_specialised = false;
+template <int D, int BN, int STAGES, bool PINGPONG>
+constexpr bool is_warp_specialised<HopperWsConfig<D, BN, STAGES, PINGPONG>> = true;
+
+// The driver's tensor-map encoder, looked up once (no link-time libcuda dependency).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* entry = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();  // not sticky, but leave no error behind for the caller's check
+      return PFN_cuTensorMapEncodeTiled_v12000(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(entry);
+  }();
+  return fn;
+}
+
+// A [batch, heads, len, dim] strided view as a 4-D tensor map (dim innermost),
+// boxes of 64 dims x `rows`, 128-byte swizzle, zeros outside the tensor.
+bool encode_view(CUtensorMap* map, DType dtype, const void* base, const TensorView& view, int64_t batch, int64_t heads,
+                 int64_t len, int64_t dim, int rows) {
+  const auto encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[4] = {cuuint64_t(dim), cuuint64_t(std::max<int64_t>(len, 1)), cuuint64_t(heads),
+                              cuuint64_t(batch)};
+  // Strides of extent-1 dims are never applied; TMA still wants them valid.
+  auto stride = [](int64_t elems, int64_t extent) -> cuuint64_t {
+    return extent <= 1 || elems <= 0 ? 16 : cuuint64_t(elems) * 2;
+  };
+  const cuuint64_t strides[3] = {stride(view.stride_s, len), stride(view.stride_h, heads),
+                                 stride(view.stride_b, batch)};
+  const cuuint32_t box[4] = {64, cuuint32_t(rows), 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUresult r =
+      encode(map, dtype == DType::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+             const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+bool encode_maps(const AttentionParams& p, int block_m, int block_n, TmaMaps* maps) {
+  return encode_view(&maps->q, p.dtype, p.q, p.q_view, p.batch, p.q_heads, p.q_len, p.head_dim, block_m) &&
+         encode_view(&maps->k, p.dtype, p.k, p.k_view, p.batch, p.kv_heads, p.kv_len, p.head_dim, block_n) &&
+         encode_view(&maps->v, p.dtype, p.v, p.v_view, p.batch, p.kv_heads, p.kv_len, p.v_head_dim, block_n);
+}
+
+// f(TypeTag<CFG>, MASKED) for the kernel that runs p: the bucket's variant
+// (0 for masked inputs: one instantiation each), moved to the first plain
+// wgmma config when the warp-specialised kernel is not allowed or p's views
+// have no tensor maps. `maps` receives the encoded maps.
 template <typename F>
-auto dispatch_hopper_config(const AttentionParams& p, int variant, F&& f) {
+auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws, TmaMaps* maps, F&& f) {
   const bool masked = p.mask_kind != MaskKind::none;
   return dispatch_int<64, 128, 256>(head_dim_bucket(p), [&](auto D) {
-    using Variants = typename HopperTiles<D.value>::Variants;
+    using Tiles = HopperTiles<D.value>;
+    int index = masked ? 0 : variant;
+    if (index < 0 || index >= int(std::tuple_size_v<typename Tiles::Variants>)) index = 0;
+    if (index < Tiles::FIRST_BASIC &&
+        !(allow_ws && encode_maps(p, 128, dispatch_variant<typename Tiles::Variants>(index, [](auto cfg) {
+                                    return decltype(cfg)::type::BLOCK_N;
+                                  }), maps)))
+      index = Tiles::FIRST_BASIC;
     return dispatch_bool(masked, [&](auto MASKED) {
-      if constexpr (MASKED.value) return f(TypeTag<std::tuple_element_t<0, Variants>>{}, MASKED);
-      else return dispatch_variant<Variants>(variant, [&](auto cfg) { return f(cfg, MASKED); });
+      return dispatch_variant<typename Tiles::Variants>(index, [&](auto cfg) { return f(cfg, MASKED); });
     });
   });
 }
@@ -76,24 +146,30 @@ bool hopper_path_supports(const AttentionParams& p) {
   return (p.dtype == DType::f16 || p.dtype == DType::bf16) && rows_aligned(p);
 }
 
-const char* hopper_kernel_name(const AttentionParams& p, int variant) {
+const char* hopper_kernel_name(const AttentionParams& p, int variant, bool allow_ws) {
+  TmaMaps maps;
   return dispatch_dtype(p.dtype, [&](auto tag) -> const char* {
     using T = typename decltype(tag)::type;
-    return dispatch_hopper_config(p, variant, [&](auto cfg, auto MASKED) {
+    return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED) {
       return kernel_name<T, typename decltype(cfg)::type>(true, MASKED.value);
     });
   });
 }
 
-cudaError_t launch_attention_hopper(const AttentionParams& p, int variant, cudaStream_t stream) {
+cudaError_t launch_attention_hopper(const AttentionParams& p, int variant, bool allow_ws, cudaStream_t stream) {
+  TmaMaps maps;
   return dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float>) {
       return cudaErrorInvalidValue;
     } else {
-      return dispatch_hopper_config(p, variant, [&](auto cfg, auto MASKED) {
+      return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED) {
         using CFG = typename decltype(cfg)::type;
-        return launch_kernel<CFG, flash_fwd_hopper_kernel<T, CFG, MASKED.value>>(p, stream);
+        if constexpr (is_warp_specialised<CFG>) {
+          return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, MASKED.value>>(p, stream, maps);
+        } else {
+          return launch_kernel<CFG, flash_fwd_hopper_kernel<T, CFG, MASKED.value>>(p, stream);
+        }
       });
     }
   });

@@ -13,8 +13,10 @@ bool hopper_path_available();
 // Whether the Hopper kernel handles `p` (16-byte aligned rows, head dims up to 256).
 bool hopper_path_supports(const AttentionParams& p);
 // variant: tile variant (attention_set_tile_variant); masked inputs always use 0.
-const char* hopper_kernel_name(const AttentionParams& p, int variant);
+// allow_ws: whether the warp-specialised (TMA) kernel may run; without it, or
+// when p's strides admit no tensor maps, the plain wgmma kernel runs.
+const char* hopper_kernel_name(const AttentionParams& p, int variant, bool allow_ws);
 // Launches it; the caller checked hopper_path_available and hopper_path_supports.
-cudaError_t launch_attention_hopper(const AttentionParams& p, int variant, cudaStream_t stream);
+cudaError_t launch_attention_hopper(const AttentionParams& p, int variant, bool allow_ws, cudaStream_t stream);
 
 }  // namespace trt_fastops::attention

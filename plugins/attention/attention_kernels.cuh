@@ -213,11 +213,14 @@ __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const Flas
   }
 }
 
-// Online softmax over one key block: updates the running row max / sum,
-// rescales o, and turns s into unnormalised probabilities.
-template <int MT, int NT, int DT>
-__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)[MT][DT][4], float (&row_max)[MT][2],
-                                               float (&row_sum)[MT][2], float exp_scale) {
+// Online softmax over one key block, in two halves so a kernel can run the
+// first while its previous P V product is still in flight: softmax_update moves
+// the running row max / sum on and turns s into unnormalised probabilities,
+// returning alpha (how much the old max outweighs the new); rescale_o then
+// brings o to the new max.
+template <int MT, int NT>
+__device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&row_max)[MT][2], float (&row_sum)[MT][2],
+                                               float exp_scale, float (&alpha)[MT][2]) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -228,14 +231,9 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_use = mx == NEG_INF ? 0.f : mx * exp_scale;  // fully masked so far: exp2(-inf - 0) = 0
-      const float alpha = fast_exp2(row_max[mt][hr] * exp_scale - m_use);
+      alpha[mt][hr] = fast_exp2(row_max[mt][hr] * exp_scale - m_use);
       row_max[mt][hr] = mx;
-      float sum = row_sum[mt][hr] * alpha;
-#pragma unroll
-      for (int dt = 0; dt < DT; ++dt) {
-        o[mt][dt][hr * 2] *= alpha;
-        o[mt][dt][hr * 2 + 1] *= alpha;
-      }
+      float sum = row_sum[mt][hr] * alpha[mt][hr];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const float p0 = fast_exp2(fmaf(s[mt][nt][hr * 2], exp_scale, -m_use));
@@ -247,6 +245,27 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)
       row_sum[mt][hr] = sum;
     }
   }
+}
+
+template <int MT, int DT>
+__device__ __forceinline__ void rescale_o(float (&o)[MT][DT][4], const float (&alpha)[MT][2]) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) {
+      o[mt][dt][0] *= alpha[mt][0];
+      o[mt][dt][1] *= alpha[mt][0];
+      o[mt][dt][2] *= alpha[mt][1];
+      o[mt][dt][3] *= alpha[mt][1];
+    }
+}
+
+template <int MT, int NT, int DT>
+__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)[MT][DT][4], float (&row_max)[MT][2],
+                                               float (&row_sum)[MT][2], float exp_scale) {
+  float alpha[MT][2];
+  softmax_update<MT, NT>(s, row_max, row_sum, exp_scale, alpha);
+  rescale_o<MT, DT>(o, alpha);
 }
 
 // P (from the score accumulators) as m16k16 A fragments, one per 16 keys.

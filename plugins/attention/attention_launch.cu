@@ -46,6 +46,8 @@ bool use_hopper(const AttentionParams& p) {
          hopper_path_available();
 }
 
+bool allow_ws() { return g_path.load(std::memory_order_relaxed) != int(AttentionPath::wgmma); }
+
 enum class TileChoice { masked, default_only, any_variant };
 
 // f(TypeTag<CFG>) for the bucket's config: its Masked config, Variants[0], or Variants[variant].
@@ -108,7 +110,7 @@ const char* attention_unsupported_reason(const AttentionParams& p) {
 
 const char* attention_kernel_name(const AttentionParams& p) {
   if (attention_unsupported_reason(p) != nullptr) return "unsupported";
-  if (use_hopper(p)) return hopper_kernel_name(p, g_tile_variant.load(std::memory_order_relaxed));
+  if (use_hopper(p)) return hopper_kernel_name(p, g_tile_variant.load(std::memory_order_relaxed), allow_ws());
   return dispatch_dtype(p.dtype, [&](auto tag) -> const char* {
     using T = typename decltype(tag)::type;
     return dispatch_sm80_kernel(p, [&](auto cfg, auto ALIGNED, auto MASKED) {
@@ -124,7 +126,7 @@ AttentionPath attention_set_path(AttentionPath path) { return AttentionPath(g_pa
 cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
   if (attention_unsupported_reason(p) != nullptr) return cudaErrorInvalidValue;
   if (p.batch == 0 || p.q_heads == 0 || p.q_len == 0) return cudaSuccess;
-  if (use_hopper(p)) return launch_attention_hopper(p, g_tile_variant.load(std::memory_order_relaxed), stream);
+  if (use_hopper(p)) return launch_attention_hopper(p, g_tile_variant.load(std::memory_order_relaxed), allow_ws(), stream);
   return dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float>) {

@@ -78,8 +78,9 @@ inline constexpr int MAX_DEVICES = 64;
 
 // Launches one kernel instantiation (KERNEL is its address, so each gets its
 // own once-per-device shared-memory opt-in).
-template <typename CFG, auto KERNEL>
-cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream) {
+// Extra kernel arguments (the TMA maps of the warp-specialised kernel) follow FlashArgs.
+template <typename CFG, auto KERNEL, typename... Extra>
+cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const Extra&... extra) {
   const FlashArgs a = make_args(p, CFG::BLOCK_M);
   auto kernel = KERNEL;
   // Opting into more than 48 KiB of dynamic shared memory is per kernel and device.
@@ -96,7 +97,7 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream) {
     }
   }
   const int64_t blocks = int64_t(a.m_blocks) * a.bh_count;
-  kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a);
+  kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
   return cudaGetLastError();
 }
 

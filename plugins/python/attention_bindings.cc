@@ -138,14 +138,18 @@ void register_attention_bindings(py::module_& m) {
   m.def(
       "attention_set_path",
       [](const std::string& path) {
-        attention::AttentionPath next;
-        if (path == "auto") next = attention::AttentionPath::automatic;
-        else if (path == "sm80") next = attention::AttentionPath::sm80;
-        else throw py::value_error("attention_set_path: path must be 'auto' or 'sm80', got '" + path + "'");
-        return attention::attention_set_path(next) == attention::AttentionPath::sm80 ? "sm80" : "auto";
+        static const char* const names[] = {"auto", "sm80", "wgmma"};
+        int next = -1;
+        for (int i = 0; i < 3; ++i)
+          if (path == names[i]) next = i;
+        if (next < 0)
+          throw py::value_error("attention_set_path: path must be 'auto', 'sm80' or 'wgmma', got '" + path + "'");
+        return names[int(attention::attention_set_path(attention::AttentionPath(next)))];
       },
-      "Kernel family for attention from now on, process-wide: 'auto' (wgmma on sm_90 when built for\n"
-      "sm_90a, else mma.sync) or 'sm80' (always the mma.sync kernel); returns the previous setting.",
+      "Kernel family for attention from now on, process-wide: 'auto' (on sm_90 with an sm_90a build: the\n"
+      "warp-specialised TMA kernel, or the plain wgmma kernel where it can't run; else mma.sync), 'wgmma'\n"
+      "(the plain wgmma kernel instead of the warp-specialised one) or 'sm80' (always the mma.sync kernel);\n"
+      "returns the previous setting.",
       py::arg("path"));
 }
 

@@ -25,10 +25,11 @@ from trt_fastops import _C, ops  # noqa: E402
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-@pytest.fixture(autouse=True, params=["auto", "sm80"])
+@pytest.fixture(autouse=True, params=["auto", "wgmma", "sm80"])
 def kernel_path(request):
-    """Every test runs on both kernel families: 'auto' (the sm_90a wgmma kernel on an H100 when
-    the build carries sm_90a code) and 'sm80' (the mma.sync kernel, forced)."""
+    """Every test runs on each kernel family: 'auto' (on an H100 with an sm_90a build: the
+    warp-specialised TMA kernel, or the plain wgmma kernel where it can't run), 'wgmma' (the plain
+    wgmma kernel forced) and 'sm80' (the mma.sync kernel forced)."""
     native = ops._native()
     previous = native.attention_set_path(request.param)
     yield request.param
@@ -340,6 +341,23 @@ def test_path_choice(kernel_path):
     name = _kernel_name(q, k, v)
     hopper = torch.cuda.get_device_capability() == (9, 0) and "90a" in _C.build_info()["cuda_archs"]
     if kernel_path == "auto" and hopper:
+        assert name.startswith("flash_fwd_ws"), name
+        # d256 has no warp-specialised tile: the plain wgmma kernel takes it.
+        q2, k2, v2 = make_inputs(1, 2, 2, 64, 64, 256, 256, torch.float16)
+        assert _kernel_name(q2, k2, v2).startswith("flash_fwd_wgmma<")
+    elif kernel_path == "wgmma" and hopper:
         assert name.startswith("flash_fwd_wgmma<"), name
     else:
         assert name.startswith("flash_fwd<"), name
+
+
+def test_path_names():
+    native = ops._native()
+    previous = native.attention_set_path("wgmma")
+    try:
+        assert native.attention_set_path("sm80") == "wgmma"
+        assert native.attention_set_path("auto") == "sm80"
+        with pytest.raises(ValueError, match="'auto', 'sm80' or 'wgmma'"):
+            native.attention_set_path("tma")
+    finally:
+        native.attention_set_path(previous)

@@ -1,0 +1,220 @@
+// Warp-specialised flash-attention forward for sm_90a (FlashAttention-3's
+// structure, our own code). Device code only; the host side is attention_hopper.cu.
+//
+// A CTA owns 128 query rows and is three warpgroups:
+//   producer (warpgroup 0, registers given back with setmaxnreg): one thread
+//     issues TMA loads of Q once and of K_j / V_j into a STAGES-deep ring of
+//     shared-memory buffers; each buffer has a "full" mbarrier (completed by
+//     the TMA byte count) and an "empty" one (completed when all 8 consumer
+//     warps are done reading it).
+//   consumers (warpgroups 1 and 2, 64 rows each, registers raised to 240):
+//     S = Q K^T and O += P V with wgmma, the online softmax in registers.
+// Within a consumer, S_{j+1} = Q K_{j+1}^T and O += P_j V_j are issued together
+// and the softmax of S_{j+1} runs while P_j V_j is still on the tensor cores;
+// O is rescaled once that product has landed. PINGPONG additionally makes the
+// two consumers take turns issuing (named barriers), so one's softmax overlaps
+// the other's matrix products.
+// Tiles use the canonical 128-byte-swizzled layout ([D / 64][rows][64]) that
+// both TMA (CU_TENSOR_MAP_SWIZZLE_128B) and the wgmma descriptors understand.
+// No thread-block clusters: CUDA-graph updates of this kernel need no re-instantiation.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda.h>  // CUtensorMap (the type only; maps are encoded on the host)
+
+#include "plugins/attention/attention_hopper.cuh"
+#include "plugins/common/hopper.cuh"
+
+namespace trt_fastops::attention {
+
+// Tensor maps of Q, K and V as 4-D tensors (dim, seq, head, batch), boxes of
+// 64 dims x BLOCK_M (Q) or BLOCK_N (K, V) rows.
+struct TmaMaps {
+  CUtensorMap q, k, v;
+};
+
+template <int D, int BN, int STAGES, bool PINGPONG>
+struct HopperWsConfig {
+  static constexpr const char* NAME = PINGPONG ? "flash_fwd_ws_pingpong" : "flash_fwd_ws";
+  static constexpr int HEAD_DIM = D, BLOCK_M = 128, BLOCK_N = BN, NUM_WARPS = 12, BLOCKS_PER_SM = 1;
+  static constexpr int THREADS = 384, NUM_STAGES = STAGES;
+  static constexpr bool PING_PONG = PINGPONG;
+  static constexpr int PRODUCER_REGISTERS = 24, CONSUMER_REGISTERS = 240;
+  static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
+  // Q, STAGES x (K, V), 1024 bytes of alignment slack, then the barriers:
+  // q_full, k_full[STAGES], v_full[STAGES], k_empty[STAGES], v_empty[STAGES].
+  static constexpr int BARRIERS = 1 + 4 * STAGES;
+  static constexpr int SMEM_BYTES = (TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8;
+  static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
+  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
+};
+
+template <typename T, typename CFG, bool MASKED>
+__global__ void __launch_bounds__(CFG::THREADS, 1)
+    flash_fwd_ws_kernel(const __grid_constant__ FlashArgs a, const __grid_constant__ TmaMaps maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int D = CFG::HEAD_DIM, BM = CFG::BLOCK_M, BN = CFG::BLOCK_N, STAGES = CFG::NUM_STAGES;
+  constexpr int NT = BN / 8, DT = D / 8, ATOMS = D / 64;
+  constexpr uint32_t Q_BYTES = CFG::TILE_Q * 2, KV_BYTES = CFG::TILE_KV * 2;
+  constexpr int CONSUMER_WARPS = 8;
+
+  extern __shared__ unsigned char smem_raw[];
+  T* s_q = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* s_kv = s_q + CFG::TILE_Q;  // stage i: K at s_kv + 2i * TILE_KV, V right after
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(s_kv + 2 * STAGES * CFG::TILE_KV);
+  uint64_t* k_full = q_full + 1;
+  uint64_t* v_full = k_full + STAGES;
+  uint64_t* k_empty = v_full + STAGES;
+  uint64_t* v_empty = k_empty + STAGES;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  if (tid == 0) {
+    mbar_init(q_full, 1);
+    for (int st = 0; st < STAGES; ++st) {
+      mbar_init(k_full + st, 1);
+      mbar_init(v_full + st, 1);
+      mbar_init(k_empty + st, CONSUMER_WARPS);
+      mbar_init(v_empty + st, CONSUMER_WARPS);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const BlockWork w = block_work<BM, BN, MASKED>(a);
+
+  if (warp < 4) {
+    // Producer. Round r of a stage waits for the consumers to have released round r - 1.
+    setmaxnreg_dec<CFG::PRODUCER_REGISTERS>();
+    if (tid == 0) {
+      tma_prefetch_descriptor(&maps.q);
+      tma_prefetch_descriptor(&maps.k);
+      tma_prefetch_descriptor(&maps.v);
+      mbar_arrive_expect_tx(q_full, Q_BYTES);
+#pragma unroll
+      for (int at = 0; at < ATOMS; ++at) tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
+      for (int nb = 0; nb < w.n_blocks; ++nb) {
+        const int st = nb % STAGES, round = nb / STAGES;
+        T* s_k = s_kv + 2 * st * CFG::TILE_KV;
+        T* s_v = s_k + CFG::TILE_KV;
+        if (round > 0) mbar_wait(k_empty + st, (round - 1) & 1);
+        mbar_arrive_expect_tx(k_full + st, KV_BYTES);
+#pragma unroll
+        for (int at = 0; at < ATOMS; ++at)
+          tma_load_4d(s_k + at * BN * 64, &maps.k, k_full + st, at * 64, nb * BN, w.kvh, w.b);
+        if (round > 0) mbar_wait(v_empty + st, (round - 1) & 1);
+        mbar_arrive_expect_tx(v_full + st, KV_BYTES);
+#pragma unroll
+        for (int at = 0; at < ATOMS; ++at)
+          tma_load_4d(s_v + at * BN * 64, &maps.v, v_full + st, at * 64, nb * BN, w.kvh, w.b);
+      }
+    }
+  } else {
+    setmaxnreg_inc<CFG::CONSUMER_REGISTERS>();
+    const int cw = warp - 4;  // consumer warp 0..7: accumulator rows 16 * cw ...
+    const int cg = cw >> 2;   // consumer warpgroup: rows 64 * cg ...
+    const int g = lane >> 2, t = lane & 3;
+    const int warp_row0 = cw * 16;
+
+    float o[1][DT][4];
+    float row_max[1][2] = {{NEG_INF, NEG_INF}}, row_sum[1][2] = {{0.f, 0.f}};
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;
+
+    // S = Q K^T from stage st (K-major A and B), written fresh (no accumulation).
+    auto issue_s = [&](float (&s)[1][NT][4], int st) {
+      const T* s_k = s_kv + 2 * st * CFG::TILE_KV;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint64_t desc_q = sw128_desc(s_q + (kk >> 2) * BM * 64 + cg * 64 * 64 + (kk & 3) * 16, 16);
+        const uint64_t desc_k = sw128_desc(s_k + (kk >> 2) * BN * 64 + (kk & 3) * 16, 16);
+        Wgmma<BN, T>::ss(s[0], desc_q, desc_k, kk > 0 ? 1 : 0);
+      }
+    };
+    // O += P V from stage st: 16 keys per step; V's 64-wide column atoms are BN * 128 bytes apart.
+    auto issue_pv = [&](const uint32_t (&ap)[NT / 2][1][4], int st) {
+      const T* s_v = s_kv + (2 * st + 1) * CFG::TILE_KV;
+#pragma unroll
+      for (int ks = 0; ks < BN / 16; ++ks) Wgmma<D, T>::rs(o[0], ap[ks][0], sw128_desc(s_v + ks * 16 * 64, BN * 128));
+    };
+    // PINGPONG turns: consumer c waits on barrier 1 + c before issuing and then
+    // lets the other go. Issue points per consumer: n_blocks + 1 (the first S,
+    // one per later block, the last P V); consumer 1 opens with a free arrival
+    // for consumer 0 and skips its arrival after its last issue, so every
+    // barrier sees as many arrivals as syncs.
+    auto turn_begin = [&] {
+      if constexpr (CFG::PING_PONG) named_barrier_sync(1 + cg, 256);
+    };
+    auto turn_end = [&](bool last) {
+      if constexpr (CFG::PING_PONG) {
+        if (!(last && cg == 1)) named_barrier_arrive(2 - cg, 256);
+      }
+    };
+    auto release = [&](uint64_t* bar) {
+      if (lane == 0) mbar_arrive(bar);  // wgmma waits are warp-wide: the whole warp is past its reads
+    };
+
+    mbar_wait(q_full, 0);
+    if (w.n_blocks > 0) {
+      if constexpr (CFG::PING_PONG) {
+        if (cg == 1) named_barrier_arrive(1, 256);
+      }
+      float s[1][NT][4];
+      uint32_t ap[NT / 2][1][4];
+      float alpha[1][2];
+
+      mbar_wait(k_full, 0);
+      turn_begin();
+      wgmma_fence();
+      issue_s(s, 0);
+      wgmma_commit();
+      turn_end(false);
+      wgmma_wait<0>();
+      pin_registers<NT>(s[0]);
+      release(k_empty);
+      prepare_scores<1, NT, MASKED>(s, a, w, w.m0 + warp_row0, 0, g, t);
+      softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
+      pack_p<T, 1, NT>(s, ap);
+
+      for (int nb = 1; nb < w.n_blocks; ++nb) {
+        const int st = nb % STAGES, pst = (nb - 1) % STAGES;
+        mbar_wait(k_full + st, (nb / STAGES) & 1);
+        mbar_wait(v_full + pst, ((nb - 1) / STAGES) & 1);
+        turn_begin();
+        wgmma_fence();
+        issue_s(s, st);
+        wgmma_commit();
+        issue_pv(ap, pst);
+        wgmma_commit();
+        turn_end(false);
+        wgmma_wait<1>();  // S_nb has landed; P_{nb-1} V_{nb-1} may still run
+        pin_registers<NT>(s[0]);
+        release(k_empty + st);
+        prepare_scores<1, NT, MASKED>(s, a, w, w.m0 + warp_row0, nb * BN, g, t);
+        softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);
+        wgmma_wait<0>();
+        pin_registers<DT>(o[0]);
+        release(v_empty + pst);
+        rescale_o<1, DT>(o, alpha);
+        pack_p<T, 1, NT>(s, ap);
+      }
+
+      const int lst = (w.n_blocks - 1) % STAGES;
+      mbar_wait(v_full + lst, ((w.n_blocks - 1) / STAGES) & 1);
+      turn_begin();
+      wgmma_fence();
+      issue_pv(ap, lst);
+      wgmma_commit();
+      turn_end(true);
+      wgmma_wait<0>();
+      pin_registers<DT>(o[0]);
+      release(v_empty + lst);
+    }
+    // Each warp stages its output rows in its own rows of the Q tile: only
+    // this warpgroup's S products read them, and those have all completed.
+    store_output<T, 1, DT, true>(a, w, o, row_max, row_sum, warp_row0, g, t, lane,
+                                 [&](int row, int col) { return s_q + sw128_offset<BM>(row, col); });
+  }
+#endif
+}
+
+}  // namespace trt_fastops::attention

@@ -1,0 +1,102 @@
+// PTX wrappers for sm_90 asynchronous data movement and warp specialisation:
+// mbarriers, TMA (cp.async.bulk.tensor) loads completing on them, named
+// barriers and register reallocation (setmaxnreg, sm_90a). Device-only, no
+// framework includes. Every wrapper compiles to nothing below sm_90a, where
+// the kernels that use them are empty.
+#pragma once
+
+#include <cstdint>
+
+#include "plugins/common/mma.cuh"
+
+namespace trt_fastops {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TRT_FASTOPS_SM90A 1
+#endif
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+#endif
+}
+
+// Makes initialised barriers visible to the async proxy (the TMA unit) too.
+__device__ __forceinline__ void mbar_init_fence() {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// One arrival that also announces `bytes` still to land through complete_tx.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+#endif
+}
+
+// Blocks until the barrier phase with the given parity has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+#ifdef TRT_FASTOPS_SM90A
+  const uint32_t addr = smem_addr(bar);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+
+// TMA load of one box of a 4-D tensor map (a __grid_constant__ kernel
+// parameter) into shared memory; completion is counted on `bar` in bytes.
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* tensor_map, uint64_t* bar, int c0, int c1, int c2,
+                                            int c3) {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+      "%6}], [%2];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+#endif
+}
+
+__device__ __forceinline__ void tma_prefetch_descriptor(const void* tensor_map) {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tensor_map)) : "memory");
+#endif
+}
+
+// Register reallocation between warpgroups: the producer gives registers
+// back, the consumers take them. N is per thread, a multiple of 8.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
+// Named barriers (ids 1..15; 0 is __syncthreads) over `threads` threads.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace trt_fastops
