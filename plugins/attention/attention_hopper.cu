@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <tuple>
+#include <utility>
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -18,36 +19,38 @@ namespace trt_fastops::attention {
 namespace {
 
 // Tile variants per head-dim bucket. The warp-specialised kernels
-// (HopperWsConfig<D, BLOCK_N, STAGES, PINGPONG>, TMA-fed) come first and
+// (HopperWsConfig<D, BLOCK_N, consumer warpgroups, STAGES, PINGPONG>, TMA-fed) come first and
 // variant 0 is the default (masked inputs too); the plain wgmma kernels
 // (HopperConfig<D, BLOCK_N, CTAs/SM>) follow from FIRST_BASIC on. They run when
 // the warp-specialised kernel can't (no tensor maps for these strides, d256,
-// or the 'wgmma' path forced) and in the benchmark's tile sweep. 64 keys per
+// or the 'wgmma' path forced) and in the benchmark's tile sweep. Masked
+// inputs take MASKED_VARIANT (the three-consumer and 176-key tiles spill
+// with the mask code). 64 keys per
 // step lets the plain kernel run two CTAs per SM: 1.1-1.3x its 128-key tiles.
 template <int D>
 struct HopperTiles;
 template <>
 struct HopperTiles<64> {
-  using Variants = std::tuple<HopperWsConfig<64, 128, 2, true>, HopperWsConfig<64, 128, 2, false>,
-                              HopperConfig<64, 64, 2>, HopperConfig<64, 128, 1>>;
-  static constexpr int FIRST_BASIC = 2;
+  using Variants = std::tuple<HopperWsConfig<64, 128, 3, 2, true>, HopperWsConfig<64, 128, 2, 2, true>,
+                              HopperWsConfig<64, 128, 3, 2, false>, HopperConfig<64, 64, 2>, HopperConfig<64, 128, 1>>;
+  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 1;
 };
 template <>
 struct HopperTiles<128> {
-  using Variants = std::tuple<HopperWsConfig<128, 128, 2, true>, HopperWsConfig<128, 128, 2, false>,
-                              HopperConfig<128, 64, 2>, HopperConfig<128, 128, 1>>;
-  static constexpr int FIRST_BASIC = 2;
+  using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 176, 2, 2, true>,
+                              HopperWsConfig<128, 128, 2, 2, false>, HopperConfig<128, 64, 2>, HopperConfig<128, 128, 1>>;
+  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 0;
 };
 template <>
 struct HopperTiles<256> {
   using Variants = std::tuple<HopperConfig<256, 64, 1>>;
-  static constexpr int FIRST_BASIC = 0;
+  static constexpr int FIRST_BASIC = 0, MASKED_VARIANT = 0;
 };
 
 template <typename CFG>
 constexpr bool is_warp_specialised = false;
-template <int D, int BN, int STAGES, bool PINGPONG>
-constexpr bool is_warp_specialised<HopperWsConfig<D, BN, STAGES, PINGPONG>> = true;
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
+constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG>> = true;
 
 // The driver's tensor-map encoder, looked up once (no link-time libcuda dependency).
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -94,24 +97,33 @@ bool encode_maps(const AttentionParams& p, int block_m, int block_n, TmaMaps* ma
          encode_view(&maps->v, p.dtype, p.v, p.v_view, p.batch, p.kv_heads, p.kv_len, p.v_head_dim, block_n);
 }
 
-// f(TypeTag<CFG>, MASKED) for the kernel that runs p: the bucket's variant
-// (0 for masked inputs: one instantiation each), moved to the first plain
-// wgmma config when the warp-specialised kernel is not allowed or p's views
-// have no tensor maps. `maps` receives the encoded maps.
+// f(TypeTag<CFG>, MASKED) for the kernel that runs p: the bucket's variant,
+// or its MASKED_VARIANT for masked inputs (a tile whose mask code does not
+// spill), moved to the first plain wgmma config when the warp-specialised
+// kernel is not allowed or p's views have no tensor maps. `maps` receives the
+// encoded maps. Masked inputs instantiate two configs per bucket, not all.
 template <typename F>
 auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws, TmaMaps* maps, F&& f) {
   const bool masked = p.mask_kind != MaskKind::none;
   return dispatch_int<64, 128, 256>(head_dim_bucket(p), [&](auto D) {
     using Tiles = HopperTiles<D.value>;
-    int index = masked ? 0 : variant;
-    if (index < 0 || index >= int(std::tuple_size_v<typename Tiles::Variants>)) index = 0;
-    if (index < Tiles::FIRST_BASIC &&
-        !(allow_ws && encode_maps(p, 128, dispatch_variant<typename Tiles::Variants>(index, [](auto cfg) {
-                                    return decltype(cfg)::type::BLOCK_N;
-                                  }), maps)))
-      index = Tiles::FIRST_BASIC;
+    using Variants = typename Tiles::Variants;
+    int index = masked ? Tiles::MASKED_VARIANT : variant;
+    if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
+    if (index < Tiles::FIRST_BASIC) {
+      const auto [block_m, block_n] = dispatch_variant<Variants>(index, [](auto cfg) {
+        return std::pair<int, int>(decltype(cfg)::type::BLOCK_M, decltype(cfg)::type::BLOCK_N);
+      });
+      if (!allow_ws || !encode_maps(p, block_m, block_n, maps)) index = Tiles::FIRST_BASIC;
+    }
     return dispatch_bool(masked, [&](auto MASKED) {
-      return dispatch_variant<typename Tiles::Variants>(index, [&](auto cfg) { return f(cfg, MASKED); });
+      if constexpr (MASKED.value) {
+        using WithMask = std::tuple_element_t<Tiles::MASKED_VARIANT, Variants>;
+        using Basic = std::tuple_element_t<Tiles::FIRST_BASIC, Variants>;
+        return index == Tiles::FIRST_BASIC ? f(TypeTag<Basic>{}, MASKED) : f(TypeTag<WithMask>{}, MASKED);
+      } else {
+        return dispatch_variant<Variants>(index, [&](auto cfg) { return f(cfg, MASKED); });
+      }
     });
   });
 }

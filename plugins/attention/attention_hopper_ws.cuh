@@ -1,19 +1,20 @@
 // Warp-specialised flash-attention forward for sm_90a (FlashAttention-3's
 // structure, our own code). Device code only; the host side is attention_hopper.cu.
 //
-// A CTA owns 128 query rows and is three warpgroups:
+// A CTA owns 64 * CONSUMERS query rows and is 1 + CONSUMERS warpgroups:
 //   producer (warpgroup 0, registers given back with setmaxnreg): one thread
 //     issues TMA loads of Q once and of K_j / V_j into a STAGES-deep ring of
 //     shared-memory buffers; each buffer has a "full" mbarrier (completed by
 //     the TMA byte count) and an "empty" one (completed when all 8 consumer
 //     warps are done reading it).
-//   consumers (warpgroups 1 and 2, 64 rows each, registers raised to 240):
+//   consumers (warpgroups 1.., 64 rows each, registers raised; 2 consumers at
+//     240 registers for d128, 3 at 160 for d64, where the exponentials weigh more):
 //     S = Q K^T and O += P V with wgmma, the online softmax in registers.
 // Within a consumer, S_{j+1} = Q K_{j+1}^T and O += P_j V_j are issued together
 // and the softmax of S_{j+1} runs while P_j V_j is still on the tensor cores;
 // O is rescaled once that product has landed. PINGPONG additionally makes the
-// two consumers take turns issuing (named barriers), so one's softmax overlaps
-// the other's matrix products.
+// consumers take turns issuing (named barriers, round robin), so one's softmax
+// overlaps the others' matrix products.
 // Tiles use the canonical 128-byte-swizzled layout ([D / 64][rows][64]) that
 // both TMA (CU_TENSOR_MAP_SWIZZLE_128B) and the wgmma descriptors understand.
 // No thread-block clusters: CUDA-graph updates of this kernel need no re-instantiation.
@@ -34,13 +35,16 @@ struct TmaMaps {
   CUtensorMap q, k, v;
 };
 
-template <int D, int BN, int STAGES, bool PINGPONG>
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
 struct HopperWsConfig {
   static constexpr const char* NAME = PINGPONG ? "flash_fwd_ws_pingpong" : "flash_fwd_ws";
-  static constexpr int HEAD_DIM = D, BLOCK_M = 128, BLOCK_N = BN, NUM_WARPS = 12, BLOCKS_PER_SM = 1;
-  static constexpr int THREADS = 384, NUM_STAGES = STAGES;
+  static constexpr int HEAD_DIM = D, BLOCK_M = 64 * CONSUMERS, BLOCK_N = BN, NUM_WARPS = 4 * (CONSUMERS + 1);
+  static constexpr int BLOCKS_PER_SM = 1, THREADS = NUM_WARPS * 32, NUM_STAGES = STAGES, NUM_CONSUMERS = CONSUMERS;
   static constexpr bool PING_PONG = PINGPONG;
-  static constexpr int PRODUCER_REGISTERS = 24, CONSUMER_REGISTERS = 240;
+  // 65536 registers per SM: 128 * 24 + 256 * 240, or 128 * 32 + 384 * 160.
+  static constexpr int PRODUCER_REGISTERS = CONSUMERS == 2 ? 24 : 32;
+  static constexpr int CONSUMER_REGISTERS = CONSUMERS == 2 ? 240 : 160;
+  static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
   // Q, STAGES x (K, V), 1024 bytes of alignment slack, then the barriers:
   // q_full, k_full[STAGES], v_full[STAGES], k_empty[STAGES], v_empty[STAGES].
@@ -57,7 +61,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
   constexpr int D = CFG::HEAD_DIM, BM = CFG::BLOCK_M, BN = CFG::BLOCK_N, STAGES = CFG::NUM_STAGES;
   constexpr int NT = BN / 8, DT = D / 8, ATOMS = D / 64;
   constexpr uint32_t Q_BYTES = CFG::TILE_Q * 2, KV_BYTES = CFG::TILE_KV * 2;
-  constexpr int CONSUMER_WARPS = 8;
+  constexpr int CONSUMERS = CFG::NUM_CONSUMERS, CONSUMER_WARPS = 4 * CONSUMERS;
 
   extern __shared__ unsigned char smem_raw[];
   T* s_q = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -110,7 +114,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
     }
   } else {
     setmaxnreg_inc<CFG::CONSUMER_REGISTERS>();
-    const int cw = warp - 4;  // consumer warp 0..7: accumulator rows 16 * cw ...
+    const int cw = warp - 4;  // consumer warp: accumulator rows 16 * cw ...
     const int cg = cw >> 2;   // consumer warpgroup: rows 64 * cg ...
     const int g = lane >> 2, t = lane & 3;
     const int warp_row0 = cw * 16;
@@ -137,16 +141,16 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
       for (int ks = 0; ks < BN / 16; ++ks) Wgmma<D, T>::rs(o[0], ap[ks][0], sw128_desc(s_v + ks * 16 * 64, BN * 128));
     };
     // PINGPONG turns: consumer c waits on barrier 1 + c before issuing and then
-    // lets the other go. Issue points per consumer: n_blocks + 1 (the first S,
-    // one per later block, the last P V); consumer 1 opens with a free arrival
-    // for consumer 0 and skips its arrival after its last issue, so every
-    // barrier sees as many arrivals as syncs.
+    // lets consumer c + 1 (mod CONSUMERS) go. Issue points per consumer:
+    // n_blocks + 1 (the first S, one per later block, the last P V); the last
+    // consumer opens with a free arrival for consumer 0 and skips its arrival
+    // after its last issue, so every barrier sees as many arrivals as syncs.
     auto turn_begin = [&] {
       if constexpr (CFG::PING_PONG) named_barrier_sync(1 + cg, 256);
     };
     auto turn_end = [&](bool last) {
       if constexpr (CFG::PING_PONG) {
-        if (!(last && cg == 1)) named_barrier_arrive(2 - cg, 256);
+        if (!(last && cg == CONSUMERS - 1)) named_barrier_arrive(1 + (cg + 1) % CONSUMERS, 256);
       }
     };
     auto release = [&](uint64_t* bar) {
@@ -156,7 +160,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
     mbar_wait(q_full, 0);
     if (w.n_blocks > 0) {
       if constexpr (CFG::PING_PONG) {
-        if (cg == 1) named_barrier_arrive(1, 256);
+        if (cg == CONSUMERS - 1) named_barrier_arrive(1, 256);
       }
       float s[1][NT][4];
       uint32_t ap[NT / 2][1][4];
