@@ -113,12 +113,15 @@ def _act(v: np.ndarray, activation: str) -> np.ndarray:
 
 
 def resolve_conv(x_shape, w_shape, *, transpose=False, strides=None, dilations=None, pads=None,
-                 auto_pad="NOTSET", group=1, output_padding=None, output_shape=None, **_):
-    """(pad_begin, pad_end, out) per spatial dim, as trt_fastops (= ONNX Runtime 1.31) resolves them."""
+                 auto_pad="NOTSET", group=1, output_padding=None, output_shape=None, output_crop=None, **_):
+    """(pad_begin, pad_end, out) per spatial dim, as trt_fastops (= ONNX Runtime 1.31) resolves them.
+    output_crop (trt_fastops.ConvTranspose only, with explicit pads): added to the pads."""
     sp = len(x_shape) - 2
     s = list(strides or [1] * sp)
     d = list(dilations or [1] * sp)
     p = list(pads or [0] * (2 * sp))
+    if output_crop:
+        p = [a + b for a, b in zip(p, output_crop)]
     op = list(output_padding or [0] * sp)
     auto_pad = auto_pad or "NOTSET"
     k = list(w_shape[2:])
@@ -221,10 +224,10 @@ class ConvTranspose(_ConvBase):
     TRANSPOSE = True
 
     def _run(self, X, W, B=None, kernel_shape=None, strides=None, dilations=None, pads=None, auto_pad="NOTSET",
-             group=1, activation="", output_padding=None, output_shape=None, **_):
+             group=1, activation="", output_padding=None, output_shape=None, output_crop=None, **_):
         return super()._run(X, W, B, strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad,
                             group=group, activation=activation, output_padding=output_padding,
-                            output_shape=output_shape)
+                            output_shape=output_shape, output_crop=output_crop)
 
 
 OPS = OPS + (Conv, ConvTranspose)

@@ -392,6 +392,38 @@ def test_unknown_output_dims_stay_unknown_downstream():
     assert sess.run(None, {"X": x})[0].shape == (2, 5, 3, 4)
 
 
+# ConvTranspose `output_crop` (ours): added to the explicit pads. (x, w, attrs with output_crop,
+# the ONNX attributes they equal)
+OUTPUT_CROP = [
+    ((2, 4, 5, 6), (4, 3, 3, 3), {"strides": [2, 2], "output_crop": [0, 1, 2, 0]},
+     {"strides": [2, 2], "pads": [0, 1, 2, 0]}),
+    ((1, 4, 5, 6), (4, 2, 3, 4), {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_crop": [0, 1, 1, 0],
+                                  "output_padding": [1, 1], "dilations": [1, 2]},
+     {"strides": [2, 2], "pads": [1, 2, 2, 1], "output_padding": [1, 1], "dilations": [1, 2]}),
+    ((2, 6, 7), (6, 2, 5), {"strides": [3], "group": 3, "output_crop": [3, 0], "activation": "Silu"},
+     {"strides": [3], "group": 3, "pads": [3, 0], "activation": "Silu"}),
+    ((1, 2, 3, 4, 3), (2, 3, 3, 3, 2), {"strides": [2, 1, 2], "pads": [1, 0, 0, 1, 0, 0],
+                                        "output_crop": [0, 1, 0, 1, 0, 1]},
+     {"strides": [2, 1, 2], "pads": [1, 1, 0, 2, 0, 1]}),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", OUTPUT_CROP, ids=[f"{len(c[0]) - 2}d-{i}" for i, c in enumerate(OUTPUT_CROP)])
+def test_output_crop_equals_asymmetric_pads(case, dtype):
+    """pads + output_crop == the ONNX op with the summed pads (the reference computes the ONNX
+    attributes; its own output_crop handling is checked against them too)."""
+    xs, ws, ours, onnx_attrs = case
+    rng = np.random.default_rng(len(xs) * 100 + sum(ws))
+    feeds = {"X": rand(rng, xs, dtype), "W": rand(rng, ws, dtype, 0.5),
+             "B": rand(rng, (ws[1] * ours.get("group", 1),), dtype)}
+    sess = check("ConvTranspose", dtype, feeds, onnx_attrs)  # the ONNX form, for the expected output
+    ref = conv_reference(feeds["X"], feeds["W"], feeds["B"], transpose=True, **onnx_attrs)
+    np.testing.assert_array_equal(conv_reference(feeds["X"], feeds["W"], feeds["B"], transpose=True, **ours), ref)
+    got = check("ConvTranspose", dtype, feeds, ours)
+    assert got.get_outputs()[0].shape == sess.get_outputs()[0].shape  # shape inference sees the crop
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
 def test_output_dtypes(op, dtype):
@@ -524,6 +556,24 @@ CREATE_ERRORS = [
      {"output_shape": [9, 9, 9]}, {},
      ["ConvTranspose: attribute 'output_shape' has 3 values [9, 9, 9], expected 2 (the spatial dims) or 4"]),
     ("output-padding-on-conv", "Conv", "float32", {"X": [1, 2, 9], "W": [4, 2, 3]}, {"output_padding": [1]}, {},
+     []),  # not a Conv attribute: ignored, like any unknown attribute (ORT cannot list them)
+    ("output-crop-negative", "ConvTranspose", "float32", {"X": [1, 2, 9], "W": [2, 4, 3]},
+     {"output_crop": [0, -1]}, {}, ["ConvTranspose: attribute 'output_crop' is [0, -1], expected values >= 0"]),
+    ("output-crop-len", "ConvTranspose", "float32", {"X": [1, 2, 9, 9], "W": [2, 4, 3, 3]},
+     {"output_crop": [1, 0]}, {},
+     ["ConvTranspose: attribute 'output_crop' has 2 values [1, 0], expected 4 (begin values, then end values, "
+      "for X's 2 spatial dims)"]),
+    ("output-crop-auto-pad", "ConvTranspose", "float32", {"X": [1, 2, 9], "W": [2, 4, 3]},
+     {"output_crop": [0, 1], "auto_pad": "SAME_UPPER"}, {},
+     ["ConvTranspose: attribute 'output_crop' ([0, 1]) adds to explicit pads; it cannot be used with "
+      "auto_pad=SAME_UPPER"]),
+    ("output-crop-output-shape", "ConvTranspose", "float32", {"X": [1, 2, 9], "W": [2, 4, 3]},
+     {"output_crop": [0, 1], "output_shape": [10]}, {},
+     ["ConvTranspose: attributes 'output_crop' ([0, 1]) and 'output_shape' ([10]) cannot be used together"]),
+    ("output-crop-no-output", "ConvTranspose", "float32", {"X": [1, 2, 2], "W": [2, 2, 3]},
+     {"pads": [1, 1], "output_crop": [1, 1]}, {},
+     ["ConvTranspose: no output along spatial dim 0 (axis 2 of X)", "(pads + output_crop) = 0, expected >= 1"]),
+    ("output-crop-on-conv", "Conv", "float32", {"X": [1, 2, 9], "W": [4, 2, 3]}, {"output_crop": [1, 0]}, {},
      []),  # not a Conv attribute: ignored, like any unknown attribute (ORT cannot list them)
     ("transpose-empty-spatial", "ConvTranspose", "float32", {"X": [1, 2, 0], "W": [2, 4, 3]}, {}, {},
      ["ConvTranspose: input 'X' (index 0) has size 0 along spatial dim 0 (axis 2 of X), expected >= 1"]),

@@ -229,10 +229,95 @@ def test_conv_transpose_with_output_shape_and_activation():
     (node,) = ours(result.model)
     assert node.op_type == "ConvTranspose" and op_types(result.model) == ["ConvTranspose"]
     a = attrs_of(node)
-    assert a["output_shape"] == [10, 12] and a["auto_pad"] == b"SAME_UPPER" and a["group"] == 2
-    assert a["activation"] == b"Silu"
+    # SAME_UPPER + output_shape needs the odd pad at the end: written as resolved pads (totals 1, 1)
+    assert a == {"strides": [2, 2], "group": 2, "output_crop": [0, 0, 1, 1], "activation": b"Silu"}
     assert result.report.rewrites[0].rules == ["conv_transpose"]
+    assert "output_crop [0, 0, 1, 1]" in result.report.rewrites[0].details["padding"]
     check_numerics(model, result, feeds_for(model))
+
+
+def ort_cuda_drops(node) -> bool:
+    """ONNX Runtime's CUDA EP sends a node of op type ConvTranspose (any domain) to the CPU EP
+    when its pads are asymmetric or its auto_pad is SAME_* (ConvTransposeNeedFallbackToCPU)."""
+    a = attrs_of(node)
+    pads = list(a.get("pads", []))
+    r = len(pads) // 2
+    return node.op_type == "ConvTranspose" and (a.get("auto_pad", b"NOTSET") in (b"SAME_UPPER", b"SAME_LOWER")
+                                                or pads[:r] != pads[r:])
+
+
+# (x, w, ONNX ConvTranspose attributes, expected attributes of our node besides strides/group/...)
+ORT_CUDA_PADDING = [
+    ((1, 4, 5, 6), (4, 3, 3, 3), {"strides": [2, 2], "pads": [0, 1, 2, 0]}, {"output_crop": [0, 1, 2, 0]}),
+    ((1, 4, 5, 6), (4, 3, 3, 3), {"strides": [2, 2], "pads": [2, 1, 1, 3]},
+     {"pads": [1, 1, 1, 1], "output_crop": [1, 0, 0, 2]}),
+    ((1, 4, 5, 6), (4, 3, 4, 4), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}, {"pads": [1, 1, 1, 1]}),
+    ((1, 4, 5, 6), (4, 3, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}, {"output_crop": [0, 0, 1, 1]}),
+    ((1, 4, 5, 6), (4, 3, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}, {"output_crop": [1, 1, 0, 0]}),
+    ((1, 4, 5, 9), (4, 2, 3, 3), {"strides": [2, 1], "dilations": [1, 2], "auto_pad": "SAME_LOWER", "group": 2},
+     {"pads": [0, 2, 0, 2], "output_crop": [1, 0, 0, 0]}),
+    ((1, 4, 5, 5), (4, 3, 3, 3), {"strides": [2, 2], "output_padding": [1, 0], "auto_pad": "SAME_UPPER"},
+     {"pads": [1, 0, 1, 0], "output_crop": [0, 0, 0, 1]}),
+    ((1, 4, 5, 5), (4, 3, 3, 3), {"strides": [3, 3], "auto_pad": "SAME_UPPER"}, {}),  # total 0: pads none
+    ((1, 4, 5, 5), (4, 3, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER", "output_shape": [9, 12]},
+     {"pads": [1, 0, 1, 0], "output_padding": [0, 1]}),  # 12 > natural 11: the excess goes to output_padding
+    ((1, 4, 5, 5), (4, 3, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER", "output_shape": [10, 10]},
+     {"output_crop": [0, 0, 1, 1]}),
+    ((1, 4, 5, 5), (4, 3, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_LOWER", "output_shape": [10, 10]},
+     {"output_shape": [10, 10]}),  # NOTSET + output_shape puts the odd pad first as well
+    ((1, 4, 5, 5), (4, 3, 3, 3), {"strides": [2, 2], "pads": [0, 0, 1, 1], "output_shape": [10, 10]},
+     {"output_shape": [10, 10]}),  # pads are ignored with output_shape
+    ((1, 4, 5, 5), (4, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}, {"pads": [1, 1, 1, 1]}),  # kept
+    ((2, 3, 11), (3, 4, 5), {"strides": [3], "pads": [3, 0], "output_padding": [2]},
+     {"output_crop": [3, 0], "output_padding": [2]}),
+    ((1, 2, 3, 4, 5), (2, 4, 3, 3, 3), {"strides": [2, 2, 1], "auto_pad": "SAME_UPPER"},
+     {"output_crop": [0, 0, 0, 1, 1, 0], "pads": [0, 0, 1, 0, 0, 1]}),
+]
+
+
+@pytest.mark.parametrize("case", ORT_CUDA_PADDING, ids=[f"{len(c[0]) - 2}d-{i}" for i, c in enumerate(ORT_CUDA_PADDING)])
+def test_conv_transpose_padding_for_ort_cuda(case):
+    """ConvTranspose padding that ORT's CUDA EP would send to the CPU EP is written as
+    symmetric pads + output_crop (exactly the same output); other padding is copied."""
+    xs, ws, attrs, expect = case
+    model = conv_graph("Relu", op="ConvTranspose", x_shape=xs, w_shape=ws, **attrs)
+    result = rewrite(model, conv="all")
+    (node,) = ours(result.model)
+    assert not ort_cuda_drops(node)
+    a = attrs_of(node)
+    kept = {k: v for k, v in attrs.items() if k in ("strides", "dilations", "group", "output_padding")}
+    want = {**kept, **expect, "activation": b"Relu"}
+    if "pads" in expect:
+        want["pads"] = expect["pads"]
+    assert a == want, (a, want)
+    pads = attrs.get("pads", [])
+    rewritten = attrs.get("auto_pad") in ("SAME_UPPER", "SAME_LOWER") or pads[:len(pads) // 2] != pads[len(pads) // 2:]
+    assert ("padding" in result.report.rewrites[0].details) == rewritten
+    check_numerics(model, result, feeds_for(model))
+
+
+def test_conv_transpose_padding_kept_when_unresolvable():
+    """SAME_UPPER with output_shape depends on X's spatial size: unknown there, it stays (on
+    ORT's CUDA EP the node runs on the CPU EP) and the report says why. SAME_* without
+    output_shape never depends on it."""
+    kw = dict(op="ConvTranspose", x_shape=(1, 4, 5, 5), w_shape=(4, 3, 3, 3), x_graph_shape=("n", 4, "h", "w"),
+              strides=[2, 2])
+    model = conv_graph(auto_pad="SAME_UPPER", output_shape=[10, 10], **kw)
+    result = rewrite(model, conv="all")
+    (node,) = ours(result.model)
+    assert attrs_of(node)["auto_pad"] == b"SAME_UPPER"
+    assert "kept (spatial dims of X unknown)" in result.report.rewrites[0].details["padding"]
+    feeds = feeds_for(model, (1, 4, 5, 5))
+    assert_close(custom_session(result.model).run(None, feeds), run_original(model, feeds))
+
+    model = conv_graph(auto_pad="SAME_LOWER", **kw)
+    result = rewrite(model, conv="all")
+    (node,) = ours(result.model)
+    assert not ort_cuda_drops(node) and attrs_of(node)["output_crop"] == [1, 1, 0, 0]
+    sess = custom_session(result.model)
+    for shape in [(1, 4, 5, 5), (2, 4, 3, 8)]:
+        feeds = feeds_for(model, shape)
+        assert_close(sess.run(None, feeds), run_original(model, feeds))
 
 
 def test_conv_without_bias_and_1d_3d():

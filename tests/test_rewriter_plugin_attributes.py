@@ -43,7 +43,8 @@ CREATOR_FIELDS = {
                                         "softmax_precision", "left_window_size", "right_window_size")},
                   "scale": A.FLOAT, "softcap": A.FLOAT, "inputs": A.INT, "outputs": A.INT},
     "Conv": {**_CONV, "max_workspace_mb": A.INT},
-    "ConvTranspose": {**_CONV, "output_padding": A.INTS, "output_shape": A.INTS, "max_workspace_mb": A.INT},
+    "ConvTranspose": {**_CONV, "output_padding": A.INTS, "output_shape": A.INTS, "output_crop": A.INTS,
+                      "max_workspace_mb": A.INT},
 }
 
 

@@ -48,7 +48,7 @@ const AttrInfo ATTRS[] = {
     {"dilations", ConvAttrKind::ints, false},    {"pads", ConvAttrKind::ints, false},
     {"auto_pad", ConvAttrKind::string, false},   {"group", ConvAttrKind::int_, false},
     {"activation", ConvAttrKind::string, false}, {"output_padding", ConvAttrKind::ints, true},
-    {"output_shape", ConvAttrKind::ints, true},
+    {"output_shape", ConvAttrKind::ints, true},  {"output_crop", ConvAttrKind::ints, true},
 };
 
 const AttrInfo* find_attr(ConvOp op, const std::string& name) {
@@ -142,6 +142,7 @@ Status set_conv_attr_ints(ConvOp op, const std::string& name, const std::vector<
   else if (name == "pads") attrs->pads = values;
   else if (name == "output_padding") attrs->output_padding = values;
   else if (name == "output_shape") attrs->output_shape = values;
+  else if (name == "output_crop") attrs->output_crop = values;
   return validate_conv_attrs(op, *attrs);
 }
 
@@ -200,14 +201,26 @@ Status validate_conv_attrs(ConvOp op, const ConvAttrs& attrs) {
                           auto_pad_name(attrs.auto_pad),
                           ") cannot be used together (ONNX computes the pads from auto_pad); remove one");
   }
-  if (!sig.transpose && (!attrs.output_padding.empty() || !attrs.output_shape.empty())) {
-    return unknown_attr(op, attrs.output_padding.empty() ? "output_shape" : "output_padding");
+  if (!sig.transpose && (!attrs.output_padding.empty() || !attrs.output_shape.empty() || !attrs.output_crop.empty())) {
+    return unknown_attr(op, !attrs.output_padding.empty() ? "output_padding"
+                            : !attrs.output_shape.empty() ? "output_shape"
+                                                          : "output_crop");
   }
   if (!all_at_least(attrs.output_padding, 0))
     return Status::errorf(name, ": attribute 'output_padding' is ", list(attrs.output_padding),
                           ", expected values >= 0");
   if (!all_at_least(attrs.output_shape, 1))
     return Status::errorf(name, ": attribute 'output_shape' is ", list(attrs.output_shape), ", expected values >= 1");
+  if (!all_at_least(attrs.output_crop, 0))
+    return Status::errorf(name, ": attribute 'output_crop' is ", list(attrs.output_crop), ", expected values >= 0");
+  if (!attrs.output_crop.empty() && attrs.auto_pad != AutoPad::notset) {
+    return Status::errorf(name, ": attribute 'output_crop' (", list(attrs.output_crop), ") adds to explicit pads; it "
+                          "cannot be used with auto_pad=", auto_pad_name(attrs.auto_pad));
+  }
+  if (!attrs.output_crop.empty() && !attrs.output_shape.empty()) {
+    return Status::errorf(name, ": attributes 'output_crop' (", list(attrs.output_crop), ") and 'output_shape' (",
+                          list(attrs.output_shape), ") cannot be used together (output_shape decides the pads)");
+  }
   if (attrs.activation != Activation::none && attrs.activation != Activation::relu &&
       attrs.activation != Activation::silu && attrs.activation != Activation::gelu)
     return Status::errorf(name, ": activation ", int(attrs.activation), " is not none, Relu, Silu or Gelu");
@@ -320,6 +333,12 @@ Status infer_transpose_dim(const ConvSignature& sig, const ConvAttrs& attrs, int
     } else {
       s->pad_begin[i] = attrs.pads.empty() ? 0 : attrs.pads[i];
       s->pad_end[i] = attrs.pads.empty() ? 0 : attrs.pads[i + spatial];
+      if (!attrs.output_crop.empty()) {  // (validated: only here, with auto_pad NOTSET)
+        if (__builtin_add_overflow(s->pad_begin[i], attrs.output_crop[i], &s->pad_begin[i]) ||
+            __builtin_add_overflow(s->pad_end[i], attrs.output_crop[i + spatial], &s->pad_end[i])) {
+          return Status::errorf(sig.name, ": pads + output_crop along ", spatial_ref(i), " do not fit in int64");
+        }
+      }
     }
     if (!known) {
       s->out[i] = -1;
@@ -329,7 +348,8 @@ Status infer_transpose_dim(const ConvSignature& sig, const ConvAttrs& attrs, int
     if (s->out[i] <= 0) {
       return Status::errorf(sig.name, ": no output along ", spatial_ref(i), ": stride ", st, " * (input size ", in,
                             " - 1) + output_padding ", op, " + dilated kernel ", dk, " (kernel ", k, ", dilation ",
-                            d, ") - pads ", s->pad_begin[i], " - ", s->pad_end[i], " = ", s->out[i],
+                            d, ") - pads ", s->pad_begin[i], " - ", s->pad_end[i],
+                            attrs.output_crop.empty() ? "" : " (pads + output_crop)", " = ", s->out[i],
                             ", expected >= 1");
     }
   }
@@ -406,6 +426,8 @@ Status infer_conv(ConvOp op, const ConvAttrs& attrs, const std::vector<TensorDes
       check_len(sig.name, "pads", attrs.pads, 2 * sp, spatial, "begin values, then end values,"));
   TRT_FASTOPS_RETURN_IF_ERROR(
       check_len(sig.name, "output_padding", attrs.output_padding, sp, spatial, "one value"));
+  TRT_FASTOPS_RETURN_IF_ERROR(
+      check_len(sig.name, "output_crop", attrs.output_crop, 2 * sp, spatial, "begin values, then end values,"));
   if (!attrs.output_shape.empty() && attrs.output_shape.size() != sp && attrs.output_shape.size() != sp + 2) {
     return Status::errorf(sig.name, ": attribute 'output_shape' has ", attrs.output_shape.size(), " values ",
                           list(attrs.output_shape), ", expected ", sp, " (the spatial dims) or ", sp + 2,

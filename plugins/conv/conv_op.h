@@ -21,6 +21,13 @@
 //   without output_shape aim for out = in * s (total clamped at 0). output_padding must be smaller
 //   than max(stride, dilation), and the result must be the exact adjoint of a forward conv:
 //   floor((out + pb + pe - dk) / s) + 1 == in (so output_padding < stride in the resolved params).
+// - ConvTranspose `output_crop` (ours, not ONNX; [x1_begin, x2_begin, ..., x1_end, ...] like pads,
+//   values >= 0, default none): extra output elements removed at the beginning / end of each
+//   spatial dim, i.e. added to the explicit pads (pb += crop_begin, pe += crop_end). Only with
+//   auto_pad NOTSET and no output_shape. It exists because ONNX Runtime's CUDA EP sends every node
+//   whose op type is "ConvTranspose" with asymmetric `pads` or auto_pad SAME_* to the CPU EP,
+//   whatever its domain (ConvTransposeNeedFallbackToCPU reads only those two attributes): the
+//   rewriter writes asymmetric padding as symmetric `pads` + `output_crop`, same meaning.
 #pragma once
 
 #include <cstdint>
@@ -61,7 +68,7 @@ struct ConvSignature {
 // Conv:          inputs X, W, B?  output Y
 // ConvTranspose: inputs X, W, B?  output Y
 // attrs (both): kernel_shape, strides, dilations, pads, auto_pad, group, activation;
-// ConvTranspose also output_padding, output_shape.
+// ConvTranspose also output_padding, output_shape, output_crop.
 const ConvSignature& conv_signature(ConvOp op);
 inline const char* conv_op_name(ConvOp op) { return conv_signature(op).name; }
 // "Conv" -> ConvOp::conv; false for any other name.
@@ -77,8 +84,8 @@ const char* auto_pad_name(AutoPad p);
 const char* activation_name(Activation a);
 
 struct ConvAttrs {
-  // Empty: absent (defaults: kernel from W, strides/dilations 1, pads/output_padding 0).
-  std::vector<int64_t> kernel_shape, strides, dilations, pads, output_padding, output_shape;
+  // Empty: absent (defaults: kernel from W, strides/dilations 1, pads/output_padding/output_crop 0).
+  std::vector<int64_t> kernel_shape, strides, dilations, pads, output_padding, output_shape, output_crop;
   AutoPad auto_pad = AutoPad::notset;
   int64_t group = 1;
   Activation activation = Activation::none;
@@ -105,7 +112,8 @@ Status set_conv_attr_string(ConvOp op, const std::string& name, const std::strin
 // "Conv: attribute 'group' is a float, expected an int"
 Status conv_attr_type_error(ConvOp op, const std::string& name, const char* found_kind);
 // Checks everything that does not depend on the inputs (values, pads vs auto_pad,
-// output_padding / output_shape only on ConvTranspose).
+// output_padding / output_shape / output_crop only on ConvTranspose, output_crop
+// only with auto_pad NOTSET and no output_shape).
 Status validate_conv_attrs(ConvOp op, const ConvAttrs& attrs);
 
 // ---------------------------------------------------------------------------

@@ -355,6 +355,7 @@ void ConvPlugin::serialize_fields(FieldList* fields) const {
   fields->add_string("activation", conv::activation_name(a.activation));
   if (!a.output_padding.empty()) fields->add_int64_list("output_padding", a.output_padding);
   if (!a.output_shape.empty()) fields->add_int64_list("output_shape", a.output_shape);
+  if (!a.output_crop.empty()) fields->add_int64_list("output_crop", a.output_crop);
   fields->add_int64(FIELD_MAX_WORKSPACE, cfg_.max_workspace_mb);
 }
 

@@ -5,7 +5,7 @@
 //
 // Fields (the node's ONNX attributes, or what getFieldsToSerialize wrote):
 //   kernel_shape, strides, dilations, pads  int lists (kINT32 / kINT64, any length)
-//   output_padding, output_shape           int lists, ConvTranspose only
+//   output_padding, output_shape, output_crop  int lists, ConvTranspose only
 //   group                                  int
 //   auto_pad, activation                   strings (kCHAR, with or without a NUL)
 //   max_workspace_mb  optional int >= 0: the cuDNN workspace the plugin asks

@@ -10,6 +10,14 @@ the float64 reference of models/reference.py (conv_reference, as tests/test_conv
   reads that variable on every conv_prepare and it is part of the plan-cache key
   (conv_launch.h), so it is switched in-process with monkeypatch. Both results are compared
   with the reference and with each other.
+- ConvTranspose padding: ONNX Runtime's CUDA EP sends every node of op type ConvTranspose
+  with asymmetric `pads` or auto_pad SAME_* to the CPU EP, domain regardless
+  (ConvTransposeNeedFallbackToCPU). The rewriter writes such padding as symmetric `pads` +
+  our `output_crop` (trt_fastops.rewriter.conv.ort_cuda_padding); conv_model writes every
+  ConvTranspose node in that form, so asymmetric and SAME_* cases run on the CUDA EP with
+  CPU fallback disabled, against the reference of the original ONNX attributes. One test
+  keeps the ONNX form and checks that ORT still refuses it on CUDA (the reason for the
+  rewrite), one goes through rewrite() from standard ONNX ConvTranspose nodes.
 - Graphs carry the op's own dtype (bfloat16 too: no Cast nodes); every input, weights
   included, is a device OrtValue bound through IO binding, and Y is bound to a NaN-filled
   device buffer, so an element the op does not write fails. bfloat16 buffers are filled
@@ -73,6 +81,7 @@ from models.reference import conv_reference  # noqa: E402
 from scripts._conv_torch import ACC, ATOL, MARGIN, RTOL, point_at_cudnn  # noqa: E402
 from trt_fastops import DOMAIN  # noqa: E402
 from trt_fastops.ort import make_session  # noqa: E402
+from trt_fastops.rewriter.conv import ort_cuda_padding  # noqa: E402
 
 point_at_cudnn()  # before the first plan: name the nvidia-cudnn wheel's libcudnn when importable
 
@@ -142,10 +151,24 @@ def tensor_proto(name, arr, dtype):
     return numpy_helper.from_array(np.asarray(arr, NP[dtype]), name)
 
 
-def conv_model(op, dtype, shapes, attrs, inits=None):
+def ort_cuda_form(op, shapes, attrs):
+    """The node attributes as the rewriter writes them for ONNX attributes `attrs`: ConvTranspose
+    padding as symmetric pads + output_crop (ort_cuda_padding), everything else unchanged."""
+    x, w = shapes.get("X"), shapes.get("W")
+    if op != "ConvTranspose" or x is None:
+        return dict(attrs)
+    node_attrs, _ = ort_cuda_padding(dict(attrs), list(x), None if w is None else list(w))
+    return node_attrs
+
+
+def conv_model(op, dtype, shapes, attrs, inits=None, *, onnx_form=False):
     """One trt_fastops conv node, all tensors in `dtype`. shapes: slot -> graph shape (None:
-    unknown rank; str: symbolic); inits: slot -> array stored as an initializer instead."""
+    unknown rank; str: symbolic); inits: slot -> array stored as an initializer instead.
+    attrs: ONNX attributes; ConvTranspose padding is written in the form ORT's CUDA EP keeps
+    (ort_cuda_form) unless onnx_form."""
     inits = inits or {}
+    if not onnx_form:
+        attrs = ort_cuda_form(op, shapes, attrs)
     graph_in, initializers, names = [], [], []
     for slot in ("X", "W", "B"):
         if slot not in shapes:
@@ -163,10 +186,10 @@ def conv_model(op, dtype, shapes, attrs, inits=None):
 
 
 def ort_cuda_drops(model) -> bool:
-    """ONNX Runtime's CUDA EP places every node of op type ConvTranspose that needs asymmetric
-    padding (explicit asymmetric pads, or auto_pad SAME_*) on the CPU EP, whatever its domain: its
-    ConvTransposeNeedFallbackToCPU check reads only the op type, so our CUDA kernel never gets
-    those nodes (seen with onnxruntime-gpu 1.31.1 on the H100; README, known limitations)."""
+    """Whether ONNX Runtime's CUDA EP would send the (single) node to the CPU EP: op type
+    ConvTranspose, whatever the domain, with asymmetric pads or auto_pad SAME_* (its
+    ConvTransposeNeedFallbackToCPU reads only those two attributes; seen with onnxruntime-gpu
+    1.31.1 on the H100)."""
     node = model.graph.node[0]
     if node.op_type != "ConvTranspose":
         return False
@@ -179,15 +202,9 @@ def ort_cuda_drops(model) -> bool:
 
 
 def session(ort, model, *, cuda_graph=False):
-    if ON_CUDA and ort_cuda_drops(model):
-        # The limitation itself is checked: with CPU fallback disabled the session must refuse.
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-        with pytest.raises(Exception, match="fallback to CPU EP has been explicitly disabled"):
-            make_session(model, (EP,), session_options=so)
-        pytest.skip("ONNX Runtime's CUDA EP sends ConvTranspose nodes with asymmetric padding to the CPU EP "
-                    "by op type, whatever the domain (README: known limitations)")
+    # conv_model writes ConvTranspose padding in the form the CUDA EP keeps; the session
+    # disables CPU fallback on CUDA, so a node ORT moved to the CPU EP fails here.
+    assert not ort_cuda_drops(model), [(a.name, helper.get_attribute_value(a)) for a in model.graph.node[0].attribute]
     return common.session(ort, model, cuda_graph=cuda_graph)
 
 
@@ -378,6 +395,106 @@ def test_cuda_layers_both_paths(ort_ep, layer, dtype, monkeypatch):
              "B": cpu.rand(rng, (c_out,), dtype, 0.5)}
     sess = session(ort_ep, conv_model(op, dtype, {k: list(v.shape) for k, v in feeds.items()}, attrs))
     run_both_paths(ort_ep, sess, op, dtype, feeds, attrs, monkeypatch)
+
+
+# ---------------------------------------------------------------------------
+# ConvTranspose padding that ONNX Runtime's CUDA EP would send to the CPU EP
+
+# (x, w, ONNX attributes): explicit asymmetric pads, SAME_UPPER / SAME_LOWER (with dilation,
+# output_padding), SAME_UPPER with output_shape (odd total; larger than the natural size in one
+# dim, so the excess goes to output_padding), 1-D and 3-D, grouped.
+ASYM_TRANSPOSE = [
+    ((2, 16, 7, 6), (16, 8, 3, 3), {"strides": [2, 2], "pads": [0, 1, 2, 0]}),
+    ((2, 16, 7, 6), (16, 8, 4, 4), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 12, 5, 9), (12, 4, 3, 3), {"strides": [2, 1], "dilations": [1, 2], "auto_pad": "SAME_LOWER", "group": 3}),
+    ((2, 8, 5, 5), (8, 6, 3, 3), {"strides": [2, 2], "output_padding": [1, 0], "auto_pad": "SAME_LOWER"}),
+    ((2, 8, 5, 5), (8, 6, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER", "output_shape": [9, 12]}),
+    ((3, 8, 11), (8, 16, 5), {"strides": [3], "pads": [3, 0], "output_padding": [2]}),
+    ((1, 8, 3, 4, 5), (8, 8, 3, 3, 3), {"strides": [2, 2, 1], "auto_pad": "SAME_UPPER"}),
+]
+
+
+def _asym_ids():
+    return [f"{len(x) - 2}d-{'-'.join(k for k in a if k not in ('strides',))}-{i}"
+            for i, (x, _, a) in enumerate(ASYM_TRANSPOSE)]
+
+
+def test_asym_transpose_cases_need_the_rewrite():
+    """Every ASYM_TRANSPOSE case would be sent to the CPU EP in its ONNX form, and none is in
+    the form conv_model writes (without a GPU: only the attribute rewriting)."""
+    for x, w, attrs in ASYM_TRANSPOSE:
+        shapes = {"X": list(x), "W": list(w)}
+        assert ort_cuda_drops(conv_model("ConvTranspose", "float32", shapes, attrs, onnx_form=True)), attrs
+        assert not ort_cuda_drops(conv_model("ConvTranspose", "float32", shapes, attrs)), attrs
+    cases = [c for c in SWEEP + [("ConvTranspose-layer", "float32", {"X": list(x), "W": list(w)}, a, 0)
+                                 for op, x, w, a in LAYERS if op == "ConvTranspose"]
+             if c[0].startswith("ConvTranspose")]
+    raw = [c for c in cases if ort_cuda_drops(conv_model("ConvTranspose", c[1], c[2], c[3], onnx_form=True))]
+    assert len(raw) >= 5, "the sweep should hold ConvTranspose cases that need the rewrite"
+    for _, dtype, shapes, attrs, _ in raw:
+        assert not ort_cuda_drops(conv_model("ConvTranspose", dtype, shapes, attrs)), attrs
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", ASYM_TRANSPOSE, ids=_asym_ids())
+def test_cuda_asymmetric_transpose_runs_on_cuda(ort_ep, case, dtype, monkeypatch):
+    """Asymmetric / SAME_* ConvTranspose written as symmetric pads + output_crop: the session
+    is created with CPU fallback disabled (the node stays on the CUDA EP) and both paths match
+    the reference of the ONNX attributes. On CUDA, the same node in its ONNX form is refused."""
+    xs, ws, attrs = case
+    rng = np.random.default_rng(sum(xs) * 7 + sum(ws) + len(attrs))
+    group = attrs.get("group", 1)
+    fan_in = float(ws[0] // group * np.prod(ws[2:]))
+    feeds = {"X": cpu.rand(rng, xs, dtype), "W": cpu.rand(rng, ws, dtype, 1.0 / np.sqrt(fan_in)),
+             "B": cpu.rand(rng, (ws[1] * group,), dtype, 0.5)}
+    shapes = {k: list(v.shape) for k, v in feeds.items()}
+    if ON_CUDA:
+        so = ort_ep.SessionOptions()
+        so.log_severity_level = 3
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        with pytest.raises(Exception, match="fallback to CPU EP has been explicitly disabled"):
+            make_session(conv_model("ConvTranspose", dtype, shapes, attrs, onnx_form=True), (EP,),
+                         session_options=so)
+    sess = session(ort_ep, conv_model("ConvTranspose", dtype, shapes, attrs))
+    run_both_paths(ort_ep, sess, "ConvTranspose", dtype, feeds, attrs, monkeypatch, what="ORT-CUDA form")
+
+
+def onnx_transpose_model(dtype, xs, ws, attrs, relu):
+    """Standard ONNX ConvTranspose (+ Relu) with X, W, B as graph inputs and output Y."""
+    elem = ELEM[dtype]
+    c_out = ws[1] * attrs.get("group", 1)
+    nodes = [helper.make_node("ConvTranspose", ["X", "W", "B"], ["T" if relu else "Y"], name="up", **attrs)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["T"], ["Y"], name="relu"))
+    graph = helper.make_graph(nodes, "up", [helper.make_tensor_value_info("X", elem, list(xs)),
+                                            helper.make_tensor_value_info("W", elem, list(ws)),
+                                            helper.make_tensor_value_info("B", elem, [c_out])],
+                              [helper.make_tensor_value_info("Y", elem, [None] * len(xs))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=cpu.IR_VERSION)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", ASYM_TRANSPOSE, ids=_asym_ids())
+def test_cuda_rewritten_asymmetric_transpose(ort_ep, case, dtype, monkeypatch):
+    """rewrite(conv="all") of a standard ONNX ConvTranspose (+ Relu) that needs asymmetric
+    padding: our node runs on the CUDA EP (CPU fallback disabled) and matches the reference."""
+    from trt_fastops.rewriter import rewrite
+
+    xs, ws, attrs = case
+    relu = len(xs) != 4  # the 1-D / 3-D cases fold a Relu as well
+    result = rewrite(onnx_transpose_model(dtype, xs, ws, attrs, relu), conv="all")
+    (node,) = [n for n in result.model.graph.node if n.domain == DOMAIN]
+    assert node.op_type == "ConvTranspose" and len(result.model.graph.node) == 1
+    assert not ort_cuda_drops(result.model)
+    (rec,) = result.report.rewrites
+    assert "output_crop" in rec.details.get("padding", "") or "pads" in rec.details.get("padding", "")
+    rng = np.random.default_rng(sum(xs) + 3 * sum(ws))
+    group = attrs.get("group", 1)
+    feeds = {"X": cpu.rand(rng, xs, dtype), "W": cpu.rand(rng, ws, dtype, 1.0 / np.sqrt(ws[0] // group * np.prod(ws[2:]))),
+             "B": cpu.rand(rng, (ws[1] * group,), dtype, 0.5)}
+    sess = session(ort_ep, result.model)
+    ref_attrs = {**attrs, **({"activation": "Relu"} if relu else {})}
+    run_both_paths(ort_ep, sess, "ConvTranspose", dtype, feeds, ref_attrs, monkeypatch, what="rewritten")
 
 
 # ---------------------------------------------------------------------------

@@ -49,6 +49,7 @@ static std::vector<std::string> attr_names(const std::string& op) {
   if (transpose_op(op)) {
     n.push_back("output_padding");
     n.push_back("output_shape");
+    n.push_back("output_crop");
   }
   return n;
 }

@@ -24,6 +24,16 @@ Which convolutions are rewritten is a policy, `conv=` in rewrite():
   "policy fallback: cuDNN runs it well (...)". A rule that needs a shape that
   is unknown (symbolic) is skipped, and the reason says so.
 
+ConvTranspose padding is written so that ONNX Runtime's CUDA EP keeps the node:
+that EP moves every node whose op type is "ConvTranspose" (any domain) to the CPU
+EP when its `pads` are asymmetric or its auto_pad is SAME_UPPER / SAME_LOWER
+(ConvTransposeNeedFallbackToCPU reads only those two attributes). Such padding is
+resolved here and written as symmetric `pads` plus our `output_crop` (the rest,
+added to the pads: plugins/conv/conv_op.h), same output (see ort_cuda_padding).
+SAME_* without output_shape never depends on X's size; SAME_UPPER with
+output_shape does, and stays as it is (CPU EP on ORT) when X's spatial dims are
+unknown or the kernel size is; the report says so (`padding` detail).
+
 check (all policies): X is float32/float16/bfloat16 with a known rank of 3 to 5,
 W and B have X's dtype, attributes are valid for the op (pads together with
 auto_pad, an unknown auto_pad, group < 1 are refused: ONNX Runtime refuses them).
@@ -112,6 +122,68 @@ def resolved_pads(node: ir.Node, x_shape: Sequence, w_shape: Sequence | None, tr
         b = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
         out.append((b, total - b))
     return out
+
+
+def ort_cuda_padding(attrs: dict, x_shape: Sequence, w_shape: Sequence | None) -> tuple[dict, str | None]:
+    """ConvTranspose attributes (as copied from the ONNX node) rewritten so that ONNX Runtime's
+    CUDA EP does not send the node to the CPU EP: no asymmetric `pads`, no auto_pad SAME_*
+    (module docstring). Returns (attributes, report note or None when nothing changed). The
+    resolved pads, output_padding and so Y are exactly those of the original attributes."""
+    sp = len(x_shape) - 2
+    pads = list(attrs.get("pads") or [])
+    auto_pad = attrs.get("auto_pad", "NOTSET") or "NOTSET"
+    output_shape = list(attrs.get("output_shape") or [])
+    same = auto_pad in ("SAME_UPPER", "SAME_LOWER")
+    asymmetric = len(pads) == 2 * sp and pads[:sp] != pads[sp:]
+    if not same and not asymmetric:
+        return attrs, None
+    cpu = "ONNX Runtime's CUDA EP runs this ConvTranspose on the CPU EP"
+    out = {k: v for k, v in attrs.items() if k not in ("pads", "auto_pad")}
+    if output_shape and auto_pad != "SAME_UPPER":
+        # output_shape decides the pads (explicit ones are ignored) and puts the odd pad first
+        # unless auto_pad is SAME_UPPER: NOTSET + output_shape resolves the same way.
+        return out, f"{'asymmetric pads' if asymmetric else 'auto_pad ' + auto_pad} with output_shape dropped " \
+                    "(output_shape decides the pads)"
+    strides = list(attrs.get("strides") or [1] * sp)
+    dil = list(attrs.get("dilations") or [1] * sp)
+    outp = list(attrs.get("output_padding") or [0] * sp)
+    if w_shape is not None and len(w_shape) == sp + 2 and all(isinstance(k, int) for k in w_shape[2:]):
+        kernel = list(w_shape[2:])
+    else:
+        kernel = list(attrs.get("kernel_shape") or [])
+    if same and len(kernel) != sp:
+        return attrs, f"auto_pad {auto_pad} kept (kernel size unknown): {cpu}"
+    if output_shape and not all(isinstance(n, int) for n in x_shape[2:]):
+        return attrs, f"auto_pad SAME_UPPER with output_shape kept (spatial dims of X unknown): {cpu}"
+    resolved, extra = [], [0] * sp
+    for i in range(sp):
+        if not same:
+            resolved.append((pads[i], pads[i + sp]))
+            continue
+        dk = dil[i] * (kernel[i] - 1) + 1
+        if output_shape:  # total = natural - output_shape; beyond the natural size: output_padding
+            total = strides[i] * (x_shape[2 + i] - 1) + outp[i] + dk - output_shape[-sp:][i]
+            extra[i] = max(0, -total)
+        else:  # out = in * stride: total = natural - in * stride, whatever in is
+            total = outp[i] + dk - strides[i]
+        total = max(0, total)
+        begin = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        resolved.append((begin, total - begin))
+    out.pop("output_shape", None)
+    if any(extra):
+        out["output_padding"] = [o + e for o, e in zip(outp, extra)]
+    sym = [min(b, e) for b, e in resolved]
+    crop = [b - m for (b, _), m in zip(resolved, sym)] + [e - m for (_, e), m in zip(resolved, sym)]
+    if any(sym):
+        out["pads"] = sym + sym
+    if any(crop):
+        out["output_crop"] = crop
+    flat = [b for b, _ in resolved] + [e for _, e in resolved]
+    source = f"auto_pad {auto_pad}{' with output_shape' if output_shape else ''}" if same else "asymmetric pads"
+    return out, (f"{source} (pads {flat}) written as pads {sym + sym}"
+                 + (f" + output_crop {crop}" if any(crop) else "")
+                 + (f", output_padding {out['output_padding']}" if any(extra) else "")
+                 + " (ONNX Runtime's CUDA EP sends ConvTranspose with asymmetric pads or auto_pad SAME_* to the CPU EP)")
 
 
 def fallback_decision(node: ir.Node, x_shape: Sequence, w_shape: Sequence | None, transpose: bool) -> tuple[bool, str]:
@@ -236,6 +308,10 @@ class ConvFusion(NormRule):
                     continue
                 value = [int(v) for v in value]
             attrs[name] = value
+        if self.transpose:
+            attrs, padding = ort_cuda_padding(attrs, shape_of(x), shape_of(w))
+            if padding:
+                self.note(padding=padding)
         if self.activation:
             attrs["activation"] = self.activation
         return self.emit(op, self.OP, [x, w, b], 1, **attrs)
