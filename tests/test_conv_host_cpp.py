@@ -1,7 +1,10 @@
 """Builds and runs tests/cpp/conv_host_test.cc: the conv plan cache's LruCache and the
-kernels' FastDiv, on the host (no GPU, no CUDA headers needed)."""
+kernels' FastDiv, on the host (no GPU). With CUDA's headers (found next to nvcc or under
+CUDA_HOME / /usr/local/cuda; nothing is linked) it also times our part of a plan-cache hit
+(make_conv_key + LRU lookup) and prints it."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,10 +19,23 @@ def test_conv_host_units(tmp_path):
     if cxx is None:
         pytest.skip("no C++ compiler")
     exe = tmp_path / "conv_host_test"
-    build = subprocess.run([cxx, "-std=c++17", "-O2", "-pthread", "-Wall", "-Wextra", f"-I{REPO}",
+    cuda_inc = [f"-I{d}" for d in cuda_include_dirs()[:1]]
+    build = subprocess.run([cxx, "-std=c++17", "-O2", "-pthread", "-Wall", "-Wextra", f"-I{REPO}", *cuda_inc,
                             str(REPO / "tests" / "cpp" / "conv_host_test.cc"), "-o", str(exe)],
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert " 0 failed" in out.stdout, out.stdout
+    hit = [line for line in out.stdout.splitlines() if line.startswith("hit_path_ns")]
+    assert bool(hit) == bool(cuda_inc), out.stdout
+    if hit:
+        print(f"conv plan-cache hit, our part (key + LRU get): {hit[0].split()[1]} ns per call")
+
+
+def cuda_include_dirs() -> list[Path]:
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.insert(0, str(Path(nvcc).resolve().parent.parent))
+    return [Path(r) / "include" for r in roots if r and (Path(r) / "include" / "cuda_runtime_api.h").is_file()]

@@ -291,9 +291,21 @@ bool make_shape(const ConvParams& p, ConvShape* s, std::string* why) {
   return true;
 }
 
-struct BuiltGraph {
-  std::shared_ptr<fe::graph::Graph> graph;
-  bool fused = false;  // bias / activation inside the graph
+// cudnn-frontend keeps a graph's built execution plans protected. A plan-cache
+// hit wants only the chosen plan's backend descriptor, to call
+// cudnnBackendExecute with a variant pack finalized once per pointer set
+// (CudnnPlan::packs) instead of the front end creating, finalizing and
+// destroying one on every execute.
+class __attribute__((visibility("hidden"))) PlanGraph : public fe::graph::Graph {
+ public:
+  bool has_plan(int64_t i) const {
+    return i >= 0 && size_t(i) < plans.execution_plans.size() && plans.execution_plans[size_t(i)] != nullptr;
+  }
+  cudnnBackendDescriptor_t plan_descriptor(int64_t i) const { return plans.execution_plans[size_t(i)]->get_raw_desc(); }
+  int64_t plan_backend_workspace(int64_t i) const { return plans.execution_plans[size_t(i)]->getWorkspaceSize(); }
+  bool plan_needs_graph_retention(int64_t i) const {
+    return plans.execution_plans[size_t(i)]->needs_cuda_graph_retention();
+  }
 };
 
 fe::graph::Tensor_attributes tensor_attrs(const char* name, int64_t uid, const std::vector<int64_t>& dims,
@@ -308,9 +320,9 @@ fe::graph::Tensor_attributes tensor_attrs(const char* name, int64_t uid, const s
 }
 
 // The front end's graph for p; fuse: bias and activation as pointwise nodes.
-std::shared_ptr<fe::graph::Graph> make_graph(const ConvParams& p, const ConvShape& s, bool fuse) {
+std::shared_ptr<PlanGraph> make_graph(const ConvParams& p, const ConvShape& s, bool fuse) {
   const fe::DataType_t io = io_type(p.dtype);
-  auto g = std::make_shared<fe::graph::Graph>();
+  auto g = std::make_shared<PlanGraph>();
   g->set_io_data_type(io)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
@@ -375,14 +387,41 @@ std::string fe_message(fe::error_t e) { return e.get_message(); }
 
 // ---------------------------------------------------------------------------
 
+constexpr int kPackSlots = 8;  // finalized variant packs kept per plan (pointer sets)
+
 // Hidden like the front end's types it holds (only this file looks inside).
 struct __attribute__((visibility("hidden"))) CudnnPlan {
-  std::shared_ptr<fe::graph::Graph> graph;
+  std::shared_ptr<PlanGraph> graph;
   int64_t index = -1;  // execution plan index inside graph
   int device = 0;
   int n_user = 0;
   int64_t user_uids[kMaxUserSlots] = {};  // variant-pack order (sorted uids)
   size_t workspace = 0;
+
+  // Direct path (set when the graph needs nothing per call beyond the user
+  // pointers and the workspace: no front-end workspace or auxiliary kernels,
+  // no internal tensors, no runtime-compiled kernels to retain in CUDA graphs):
+  // the chosen plan's backend descriptor, owned by `graph`. Null: every execute
+  // goes through the front end.
+  cudnnBackendDescriptor_t exec_plan = nullptr;
+  // Variant packs finalized for recent (pointers..., workspace) sets: frameworks
+  // hand the same buffers to a layer run after run (arenas, CUDA graphs), so a hit
+  // usually costs one cudnnBackendExecute. Mutable cache of an otherwise immutable
+  // plan, guarded by the execution mutex of `device` (every execute holds it).
+  struct Pack {
+    void* ptrs[kMaxUserSlots + 1] = {};  // user pointers in uid order, then the workspace
+    cudnnBackendDescriptor_t desc = nullptr;
+  };
+  mutable Pack packs[kPackSlots];
+  mutable int next_pack = 0;
+
+  CudnnPlan() = default;
+  CudnnPlan(const CudnnPlan&) = delete;
+  CudnnPlan& operator=(const CudnnPlan&) = delete;
+  ~CudnnPlan() {
+    for (Pack& p : packs)
+      if (p.desc != nullptr) fe::detail::destroy_descriptor(p.desc);  // host object: safe once enqueued
+  }
 };
 
 namespace {
@@ -536,7 +575,60 @@ Status plan_graph(const ConvParams& p, const ConvShape& s, bool fuse, int device
     return Status::ok();
   }
   out->workspace = static_cast<size_t>(ws);
+  // The direct path needs exactly what the front end would do per call to be
+  // "set the user pointers and the workspace": checked here once.
+  const auto& vt = g->varpack_template;
+  bool direct = g->has_plan(out->index) && !fe::isLoggingTensorDumpEnabled() &&
+                vt.all_uids.size() == size_t(out->n_user) && vt.user_slots.size() == size_t(out->n_user) &&
+                vt.workspace_slots.empty() && vt.replacement_slots.empty() && vt.backend_slots.empty() &&
+                g->plan_backend_workspace(out->index) == ws && !g->plan_needs_graph_retention(out->index);
+  for (int i = 0; direct && i < out->n_user; ++i) direct = vt.all_uids[size_t(i)] == out->user_uids[i];
+  if (direct) out->exec_plan = g->plan_descriptor(out->index);
   *plan = std::move(out);
+  return Status::ok();
+}
+
+// A finalized variant pack for ptrs (n user pointers in uid order) + workspace:
+// a cached one, else a new one replacing the oldest slot. Caller holds the
+// device's execution mutex.
+Status variant_pack_for(const CudnnPlan& plan, void* const* ptrs, void* workspace, const char* op,
+                        cudnnBackendDescriptor_t* out) {
+  const int n = plan.n_user;
+  for (CudnnPlan::Pack& p : plan.packs) {
+    if (p.desc == nullptr || p.ptrs[n] != workspace) continue;
+    bool same = true;
+    for (int i = 0; i < n && same; ++i) same = p.ptrs[i] == ptrs[i];
+    if (same) {
+      *out = p.desc;
+      return Status::ok();
+    }
+  }
+  cudnnBackendDescriptor_t desc = nullptr;
+  cudnnStatus_t s = fe::detail::create_descriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &desc);
+  const char* step = "cudnnBackendCreateDescriptor (variant pack)";
+  if (s == CUDNN_STATUS_SUCCESS) {
+    step = "cudnnBackendSetAttribute (variant pack)";
+    s = fe::detail::set_attribute(desc, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = fe::detail::set_attribute(desc, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = fe::detail::set_attribute(desc, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, plan.user_uids);
+    if (s == CUDNN_STATUS_SUCCESS) {
+      step = "cudnnBackendFinalize (variant pack)";
+      s = fe::detail::finalize(desc);
+    }
+  }
+  if (s != CUDNN_STATUS_SUCCESS) {
+    if (desc != nullptr) fe::detail::destroy_descriptor(desc);
+    return Status::errorf(op, ": ", step, " failed: ", cudnn_error(s));
+  }
+  CudnnPlan::Pack& slot = plan.packs[plan.next_pack];
+  plan.next_pack = (plan.next_pack + 1) % kPackSlots;
+  if (slot.desc != nullptr) fe::detail::destroy_descriptor(slot.desc);
+  for (int i = 0; i < n; ++i) slot.ptrs[i] = ptrs[i];
+  slot.ptrs[n] = workspace;
+  slot.desc = desc;
+  *out = desc;
   return Status::ok();
 }
 
@@ -632,6 +724,17 @@ Status cudnn_execute(const CudnnPlan& plan, const ConvParams& p, void* workspace
         return Status::errorf(conv_op_name(p), ": cudnnSetStream failed: ", cudnn_error(s));
       h.exec_stream = stream;
       h.exec_stream_set = true;
+    }
+    // Direct path (see CudnnPlan::exec_plan). A thread with no current CUDA
+    // context (never the frameworks' threads) takes the front end's path, which
+    // binds one first.
+    if (plan.exec_plan != nullptr && fe::detail::has_current_context()) {
+      cudnnBackendDescriptor_t pack = nullptr;
+      TRT_FASTOPS_RETURN_IF_ERROR(variant_pack_for(plan, ptrs, workspace, conv_op_name(p), &pack));
+      const cudnnStatus_t s = fe::detail::execute(h.exec, plan.exec_plan, pack);
+      if (s != CUDNN_STATUS_SUCCESS)
+        return Status::errorf(conv_op_name(p), ": cuDNN execution failed: ", cudnn_error(s));
+      return Status::ok();
     }
     fe::error_t e = plan.graph->execute_plan_at_index(h.exec, ptrs, plan.n_user, workspace, plan.index);
     if (e.is_bad()) return Status::errorf(conv_op_name(p), ": cuDNN execution failed: ", e.get_message());

@@ -1,5 +1,9 @@
 // Host-only unit test of the conv launcher's building blocks that need no GPU:
-// LruCache (plugins/common/lru_cache.h) and FastDiv (plugins/conv/conv_geometry.h).
+// LruCache (plugins/common/lru_cache.h) and FastDiv (plugins/conv/conv_geometry.h),
+// and, when CUDA's headers are on the include path (plan_cache.h includes conv.h,
+// which includes cuda_runtime_api.h; nothing is linked), a micro-benchmark of our
+// own part of a plan-cache hit: make_conv_key + the LRU lookup, as conv_prepare
+// does it (prints "hit_path_ns <value>").
 // Built and run by tests/test_conv_host_cpp.py; prints "N passed, M failed".
 #include <atomic>
 #include <cstdint>
@@ -12,6 +16,15 @@
 
 #include "plugins/common/lru_cache.h"
 #include "plugins/conv/conv_geometry.h"
+
+#if defined(__has_include)
+#if __has_include(<cuda_runtime_api.h>)
+#define CONV_HOST_TEST_PLAN_CACHE 1
+#include <chrono>
+
+#include "plugins/conv/plan_cache.h"
+#endif
+#endif
 
 namespace {
 
@@ -113,6 +126,44 @@ void test_fastdiv() {
   check(FastDiv(0).div(12345) == 12345, "FastDiv(0) acts as division by 1");
 }
 
+#if defined(CONV_HOST_TEST_PLAN_CACHE)
+// conv_prepare's hit path without the CUDA calls: key from the params, LRU get
+// (mutex, hash, recency splice, shared_ptr copy), in a cache holding a
+// ResNet-50-sized set of signatures.
+void bench_hit_path() {
+  using trt_fastops::conv::ConvKey;
+  using trt_fastops::conv::ConvKeyHash;
+  using trt_fastops::conv::ConvParams;
+  LruCache<ConvKey, std::shared_ptr<const int>, ConvKeyHash> cache(256);
+  ConvParams p;
+  p.dtype = trt_fastops::DType::f16;
+  p.n = 32, p.c_in = 64, p.c_out = 64;
+  p.in[0] = p.in[1] = p.out[0] = p.out[1] = 56;
+  p.kernel[0] = p.kernel[1] = 3;
+  p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = 1;
+  alignas(256) static char buf[1024];
+  p.x = buf, p.w = buf + 256, p.bias = buf + 512, p.y = buf + 768;
+  for (int c = 0; c < 150; ++c) {  // other signatures
+    ConvParams q = p;
+    q.c_out = 8 * (c + 1);
+    cache.put(trt_fastops::conv::make_conv_key(q, 0, 0), std::make_shared<const int>(c));
+  }
+  cache.put(trt_fastops::conv::make_conv_key(p, 0, 0), std::make_shared<const int>(-1));
+  constexpr int kIters = 200000;
+  int64_t sink = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kIters; ++i) {
+    const ConvKey key = trt_fastops::conv::make_conv_key(p, 0, 0);
+    if (auto hit = cache.get(key)) sink += **hit;
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / kIters;
+  std::printf("hit_path_ns %.1f\n", ns);
+  check(sink == -int64_t(kIters), "every lookup hits the same plan");
+  check(ns < 5000.0, "key + LRU hit under 5 us (generous: shared CI machines)");
+}
+#endif
+
 }  // namespace
 
 int main() {
@@ -120,6 +171,9 @@ int main() {
   test_lru_order();
   test_lru_threads();
   test_fastdiv();
+#if defined(CONV_HOST_TEST_PLAN_CACHE)
+  bench_hit_path();
+#endif
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }
