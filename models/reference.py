@@ -297,3 +297,38 @@ class Attention(OpRun):
 
 
 OPS = OPS + (Attention,)
+
+
+# ---------------------------------------------------------------------------
+# ONNX Runtime contrib ops the rewriter emits for target="ort" (trt_fastops/rewriter/bias_gelu.py)
+# ---------------------------------------------------------------------------
+def bias_gelu_reference(x, bias=None, *, tanh: bool = False) -> np.ndarray:
+    """GELU(X + bias) in float64: the erf form (com.microsoft.BiasGelu) or the tanh
+    approximation (com.microsoft.FastGelu); rounded once to X's dtype."""
+    import math
+
+    v = np.asarray(x, dtype=np.float64)
+    if bias is not None:
+        v = v + np.asarray(bias, dtype=np.float64)
+    if tanh:
+        y = 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3)))
+    else:
+        y = 0.5 * v * (1.0 + np.vectorize(math.erf, otypes=[np.float64])(v / math.sqrt(2.0)))
+    return y.astype(np.asarray(x).dtype)
+
+
+class BiasGelu(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, X, bias):
+        return (bias_gelu_reference(X, bias),)
+
+
+class FastGelu(OpRun):
+    op_domain = "com.microsoft"
+
+    def _run(self, X, bias=None):
+        return (bias_gelu_reference(X, bias, tanh=True),)
+
+
+OPS = OPS + (BiasGelu, FastGelu)

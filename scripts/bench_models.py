@@ -17,7 +17,8 @@ Variants, each timed in this run on the same device inputs (torch CUDA tensors):
   ortopt   the same after onnxruntime.transformers.optimizer fusions (the strongest ONNX-side
            baseline; the fused ops it produced are recorded per model; where it fuses nothing,
            ort stands in for it; none for CNNs)
-  ours     the trt_fastops-rewritten graph (transformers: every rule; CNNs: conv="all")
+  ours     the trt_fastops-rewritten graph (transformers: every rule; CNNs: conv="all"), for
+           --target ort (default: ONNX Runtime contrib ops such as BiasGelu allowed) or portable
   trt      the rewritten graph as a TensorRT engine with our plugins (when tensorrt imports)
 each plain and with CUDA graphs (suffix _graph), all through trt_fastops.runtime.OrtModel
 (TrtEngine for trt) with copy_outputs=False, so every variant pays the same harness cost.
@@ -122,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--min-reps", type=int, default=10)
     ap.add_argument("--max-reps", type=int, default=200)
     ap.add_argument("--tol", type=float, default=DEFAULT_TOL, help="max |a - b| / (1 + |b|) against the original")
+    ap.add_argument("--target", choices=("ort", "portable"), default="ort",
+                    help="rewrite target of ours: ort = ONNX Runtime contrib ops (BiasGelu / FastGelu) allowed, "
+                         "portable = standard ONNX + trt_fastops ops only (the trt variant always uses portable)")
     ap.add_argument("--no-ortopt", action="store_true", help="skip the onnxruntime.transformers optimizer baseline")
     ap.add_argument("--tensorrt", choices=("auto", "on", "off"), default="auto",
                     help="TensorRT engines of the rewritten models: auto = when tensorrt imports (adds ~1 min of "
@@ -199,8 +203,8 @@ def dry_run(args) -> int:
             print(f"{label:24s} {bench.model:20s} {conv:12s} {ortopt:8s}")
             n += 1
     variants = [v for v in variant_names(args.tensorrt != "off") if not (args.no_ortopt and v.startswith("ortopt"))]
-    print(f"{n} cases x variants {', '.join(variants)} (trt: {trt_state}); dtype {args.dtype}; "
-          f"correctness tol {args.tol}")
+    print(f"{n} cases x variants {', '.join(variants)} (trt: {trt_state}); ours: target {args.target}; "
+          f"dtype {args.dtype}; correctness tol {args.tol}")
     for bench in plan(args):
         print(f"  {bench.model}: {B.MODELS[bench.model].description}")
     return 0
@@ -306,10 +310,10 @@ def prepare(bench: Bench, args) -> dict:
     feeds = [B.example_inputs(model, seed=i, dims=d) for i, d in enumerate(dims)]
     graphs = {"ort": model.SerializeToString()}
     t0 = time.perf_counter()
-    result = trt_fastops.rewrite(model, conv=bench.conv)
+    result = trt_fastops.rewrite(model, conv=bench.conv, target=args.target)
     graphs["ours"] = result.model.SerializeToString()
     info["rewrite"] = {"counts": result.report.counts(), "refusals": len(result.report.refusals),
-                       "conv": bench.conv, "seconds": round(time.perf_counter() - t0, 1)}
+                       "conv": bench.conv, "target": args.target, "seconds": round(time.perf_counter() - t0, 1)}
     del model, result
     if bench.ort_opt and not args.no_ortopt:
         opt, info["ortopt"] = ort_optimize(graphs["ort"], bench)
@@ -322,7 +326,7 @@ def prepare(bench: Bench, args) -> dict:
     if args.use_trt:
         t0 = time.perf_counter()
         trt_model = trt_fastops.rewrite(onnx.load_from_string(graphs["ort"]), conv=bench.conv,
-                                        plugin_attributes=True).model
+                                        plugin_attributes=True, target="portable").model
         graphs["trt"] = trt_model.SerializeToString()
         info["trt_rewrite_seconds"] = round(time.perf_counter() - t0, 1)
     return {"graphs": graphs, "info": info, "feeds": feeds}
@@ -640,7 +644,7 @@ def main(argv=None) -> int:
     doc = {"benchmark": "models",
            "gpu": env.torch.cuda.get_device_name(device) if env.torch is not None else "cpu (smoke test)",
            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-           "versions": versions(env, trt), "dtype": args.dtype, "set": "tiny" if args.tiny else
+           "versions": versions(env, trt), "dtype": args.dtype, "target": args.target, "set": "tiny" if args.tiny else
            "quick" if args.quick else "full",
            "method": "trt_fastops.runtime.OrtModel (TrtEngine for trt), torch CUDA inputs, copy_outputs=False; "
                      "wall clock of run() + device synchronize per call after 3 warm-up calls (graphs captured on "

@@ -89,13 +89,17 @@ def test_models_at_bench_size_build_and_rewrite(bench):
     params = sum(int(np.prod(i.dims)) for i in model.graph.initializer)
     expected = {"bert_base": 110e6, "gpt2": 124e6, "llama_gqa": 240e6, "vit_b16": 86e6, "resnet50": 25.6e6}[bench.key]
     assert abs(params - expected) / expected < 0.05, params
-    counts = trt_fastops.rewrite(model, conv=bench.conv).report.counts()
+    counts = trt_fastops.rewrite(model, conv=bench.conv, target="ort").report.counts()
     if bench.family == "cnn":
         assert counts == {"Conv": 53}
     else:
         layers = T.CONFIGS[bm._merged_kwargs(bench)["config"]].layers
         norm = "RMSNorm" if bench.key == "llama_gqa" else "SkipLayerNorm"
-        assert counts == {"Attention": layers, norm: 2 * layers + 1}
+        # target "ort": the MLP's bias + GELU -> com.microsoft BiasGelu (erf) / FastGelu (GPT-2's tanh)
+        gelu = {"llama_gqa": {}, "gpt2": {"FastGelu": layers}}.get(bench.key, {"BiasGelu": layers})
+        assert counts == {"Attention": layers, norm: 2 * layers + 1, **gelu}
+        portable = trt_fastops.rewrite(model, conv=bench.conv).report.counts()
+        assert portable == {"Attention": layers, norm: 2 * layers + 1}
 
 
 def test_bars_and_table():
@@ -174,4 +178,108 @@ def test_cpu_smoke_run_writes_results(tmp_path, capsys):
             assert r["ortopt_ms"] is None and "CNN" in r["ortopt_note"]
     assert doc["models"]["bert_base"]["ortopt"]["fused_ops"]["Attention"] == 2
     assert doc["models"]["resnet50"]["rewrite"]["counts"] == {"Conv": 17}
+    assert doc["target"] == "ort" and doc["models"]["bert_base"]["rewrite"]["counts"]["BiasGelu"] == 2
+    assert doc["models"]["gpt2"]["rewrite"]["counts"]["FastGelu"] == 2
     assert "bert_base b2 s8" in text.split("median ms per run")[1]
+
+
+# ---------------------------------------------------------------------------------------
+# scripts/profile_models.py (a GPU script; everything but the CUDA profiler runs here)
+
+_PPATH = Path(__file__).resolve().parents[1] / "scripts" / "profile_models.py"
+_pspec = importlib.util.spec_from_file_location("profile_models_under_test", _PPATH)
+pm = importlib.util.module_from_spec(_pspec)
+sys.modules[_pspec.name] = pm
+_pspec.loader.exec_module(pm)
+
+# a Chrome trace as torch.profiler writes it (Kineto): CPU ops, kernels, a memcpy, a flow event
+TRACE = {"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "dur": 5.0},
+    {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+     "dur": 100.0},
+    {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1",
+     "dur": 110.0},
+    {"ph": "X", "cat": "kernel", "name": "void trt_fastops::attention::flash_fwd_hopper_kernel<__half, Cfg<64>, true>"
+     "(trt_fastops::AttentionParams)", "dur": 60.0},
+    {"ph": "X", "cat": "kernel", "name": "void onnxruntime::contrib::cuda::BiasGeluKernel<half, 256, 4>(int, half const*)",
+     "dur": 20.0},
+    {"ph": "X", "cat": "kernel", "name": "void trt_fastops::norm::skip_layer_norm_kernel<__half, 768>(NormParams)",
+     "dur": 8.0},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "dur": 2.0},
+    {"ph": "X", "cat": "kernel", "name": "mystery", "dur": 0.0},
+    {"ph": "s", "cat": "ac2g", "name": "flow", "id": 1},
+]}
+
+
+def test_profile_cases_and_plan(capsys):
+    assert pm.parse_case("bert_base:32x512") == pm.Case("bert_base", 32, 512)
+    assert pm.parse_case("vit_b16:8") == pm.Case("vit_b16", 8, None)
+    assert pm.parse_case("gpt2") == pm.Case("gpt2")
+    for bad, msg in [("alexnet:1", "unknown model"), ("vit_b16:1x3", "BATCH, e.g. 32"),
+                     ("bert_base:32", "BATCHxSEQ"), ("bert_base:0x8", ">= 1")]:
+        with pytest.raises(SystemExit, match=msg):
+            pm.parse_case(bad)
+    b = pm.bench_for(pm.Case("bert_base", 1, 128))
+    assert b.model == "bert_base_dynamic" and b.dims == ((1, 128),) and b.ort_opt == "bert"
+    v = pm.bench_for(pm.Case("vit_b16", 4))
+    assert v.kwargs == {"batch": 4} and v.dims == () and v.ort_opt == "vit"
+    assert pm.bench_for(pm.Case("gpt2", 2, 64)).kwargs == {"batch": 2, "seq": 64}
+    assert pm.bench_for(pm.Case("bert_base")).dims == ((1, 128),)
+    assert pm.main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "bert_base b32 s512" in out and "bert_base b1 s128" in out and "vit_b16 b32" in out
+    assert "3 cases x variants ort, ortopt, ours" in out and "target ort" in out
+    with pytest.raises(SystemExit, match="CUDA device"):
+        pm.main(["--device", "cpu"])
+    with pytest.raises(SystemExit, match="--iters"):
+        pm.main(["--iters", "0", "--dry-run"])
+    a = pm.prepare_args(pm.build_parser().parse_args(["--variants", "ours", "--target", "portable"]))
+    assert (a.no_ortopt, a.use_trt, a.target, a.dtype) == (True, False, "portable", "float16")
+
+
+def test_profile_trace_parsing_and_tables():
+    k = pm.kernels_from_trace(TRACE)
+    assert len(k) == 7 and ("[gpu_memcpy] Memcpy HtoD (Pageable -> Device)", 2.0) in k
+    assert [pm.classify(n) for n, _ in k] == ["gemm", "gemm", "attention", "elementwise+copy", "norm",
+                                              "elementwise+copy", "other"]
+    assert pm.short_name("void f<int, g<2>>(int)") == "void f<...>(int)"
+    assert len(pm.short_name("x" * 300, 50)) == 50
+    s = pm.summarize(k, iters=2, top=3)
+    assert s["gpu_us_per_run"] == 150.0 and s["launches_per_run"] == 3.5 and s["distinct_kernels"] == 6
+    assert s["classes_us_per_run"] == {"gemm": 105.0, "attention": 30.0, "elementwise+copy": 11.0, "norm": 4.0,
+                                       "other": 0.0}
+    top = s["top"]
+    assert [t["class"] for t in top] == ["gemm", "attention", "elementwise+copy"]
+    assert top[0]["us_per_run"] == 105.0 and top[0]["launches_per_run"] == 1.0 and top[0]["mean_us"] == 105.0
+    assert top[0]["share"] == pytest.approx(0.7)
+    s["wall_ms"] = 0.5
+    text = pm.format_variant("bert_base b1 s128", "ours", s)
+    assert "GPU 0.150 ms per run in 3.5 launches (6 distinct kernels); wall 0.500 ms" in text
+    assert "flash_fwd_hopper_kernel<...>(trt_fastops::AttentionParams)" in text
+    table = pm.format_summary([{"case": "bert_base b1 s128", "variants": {"ort": s, "ortopt": {"note": "skipped"}}}])
+    assert "bert_base b1 s128      ort         0.150    0.500       3.5      105      30       4      11       0" in table
+    assert "ortopt   skipped" in table and "ours     not run" in table
+
+
+def test_profile_case_pipeline_on_cpu(monkeypatch, capsys):
+    """profile_case end to end at the tiny sizes on ORT CPU, with the CUDA profiler replaced by
+    the synthetic trace: build, rewrite (target ort), optimizer, OrtModel, timing, summaries."""
+    monkeypatch.setattr(pm.BM, "FULL", pm.BM.TINY)
+    monkeypatch.setattr(pm, "profile_runner", lambda runner, feeds, sync, warmup, iters: (
+        [runner.run(feeds) for _ in range(warmup + iters)] and pm.kernels_from_trace(TRACE)))
+    args = pm.build_parser().parse_args(["--top", "4", "--iters", "1", "--warmup", "1"])
+    res = pm.profile_case(pm.Case("bert_base", 2, 8), args, pm.BM.Env(-1))
+    out = capsys.readouterr().out
+    assert res["case"] == "bert_base b2 s8" and res["inputs"]["input_ids"] == [2, 8]
+    assert res["rewrite"]["target"] == "ort" and res["rewrite"]["counts"]["BiasGelu"] == 2
+    assert res["ortopt"]["fused_ops"]["BiasGelu"] == 2
+    for v in ("ort", "ortopt", "ours"):
+        s = res["variants"][v]
+        assert s["gpu_us_per_run"] == 300.0 and len(s["top"]) == 4 and s["wall_ms"] > 0
+        assert f"--- bert_base b2 s8 / {v}: GPU 0.300 ms" in out
+    res = pm.profile_case(pm.Case("vit_b16", 2), pm.build_parser().parse_args(["--target", "portable", "--iters", "1"]),
+                          pm.BM.Env(-1))
+    assert res["case"] == "vit_b16 b2" and res["inputs"]["pixel_values"][0] == 2
+    assert "BiasGelu" not in res["rewrite"]["counts"] and res["rewrite"]["target"] == "portable"
+    res = pm.profile_case(pm.Case("llama_gqa"), pm.build_parser().parse_args(["--iters", "1"]), pm.BM.Env(-1))
+    assert res["variants"]["ortopt"]["note"].startswith("the optimizer fused nothing")

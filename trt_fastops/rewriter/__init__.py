@@ -6,14 +6,24 @@
     print(result.report.to_text())             # every rewrite and every refusal
     rewrite_file("in.onnx", "out.onnx", report_path="report.json")   # external data stays external
     rewrite(model, conv="fallback")            # also convolutions (see conv.py for the policies)
+    rewrite(model, target="ort")               # ONNX Runtime only: also its contrib ops (BiasGelu, FastGelu)
 
 Rules (one per module, each an onnxscript RewriteRuleClassBase with pattern / check / rewrite):
 layer_norm, layer_norm_decomposed -> LayerNorm; skip_layer_norm -> SkipLayerNorm;
 rms_norm, rms_norm_decomposed, skip_rms_norm -> RMSNorm; attention (the ONNX Attention op),
 attention_decomposed (MatMul / scale / mask / Softmax / MatMul as exporters write it) and
 attention_mha (com.microsoft MultiHeadAttention) -> Attention; conv -> Conv, conv_transpose ->
-ConvTranspose (each with a folded activation when one follows). The norm and conv rules run
-first (largest patterns first), then the skip fusions, with dead-code removal after each pass.
+ConvTranspose (each with a folded activation when one follows); bias_gelu -> ONNX Runtime's
+com.microsoft BiasGelu / FastGelu (target "ort" only). The norm and conv rules run first
+(largest patterns first), then the skip fusions, then bias_gelu, with dead-code removal after
+each pass.
+
+Targets: "portable" (the default) emits standard ONNX and trt_fastops ops only, so one file
+runs in ONNX Runtime (our custom-op library) and TensorRT (our plugins); "ort" may also emit
+ONNX Runtime contrib ops (com.microsoft, ORT_OPS) for the parts trt_fastops has no op for,
+where ONNX Runtime's own session fusions would not produce them (bias_gelu.py says why): the
+faster choice for a file that only ONNX Runtime runs. An explicit `ops` list runs only the ops
+it names (ORT_OPS included, "ort" target only).
 
 Convolutions follow a policy, conv= "off" | "fallback" | "all" (conv.py explains the fallback
 rule). By default (conv=None) it is "off", unless `ops` names Conv or ConvTranspose
@@ -32,20 +42,24 @@ import onnx_ir.passes.common as ir_passes
 from onnxscript.rewriter import RULE_NAME_TAG
 from onnxscript.rewriter import pattern as orp
 
-from . import attention, attention_decomposed, attention_mha
+from . import attention, attention_decomposed, attention_mha, bias_gelu
 from . import conv as conv_rules
 from . import (conv_transpose, layer_norm, layer_norm_decomposed, rms_norm, rms_norm_decomposed, skip_layer_norm,
                skip_rms_norm)
-from ._common import DOMAIN, Recorder, recording
+from ._common import DOMAIN, ORT_DOMAIN, Recorder, recording
 from ._report import RefusalRecord, RewriteRecord, RewriteReport
 
-__all__ = ["ALL_OPS", "CONV_OPS", "CONV_POLICIES", "MAX_IR_VERSION", "RewriteError", "RewriteReport", "RewriteResult", "rewrite",
-           "rewrite_file", "rule_modules"]
+__all__ = ["ALL_OPS", "CONV_OPS", "CONV_POLICIES", "MAX_IR_VERSION", "ORT_OPS", "TARGETS", "RewriteError",
+           "RewriteReport", "RewriteResult", "rewrite", "rewrite_file", "rule_modules"]
 
 ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Attention", "Conv", "ConvTranspose")
 #: the ops governed by the conv= policy
 CONV_OPS = ("Conv", "ConvTranspose")
 CONV_POLICIES = conv_rules.POLICIES
+#: ONNX Runtime contrib ops (domain com.microsoft) the "ort" target may emit; "BiasGelu" names
+#: the bias_gelu rule, which emits FastGelu for the tanh forms
+ORT_OPS = ("BiasGelu",)
+TARGETS = ("portable", "ort")
 OPSET_VERSION = 1
 #: ONNX Runtime 1.31 reads IR versions up to 13 (onnx 1.23 writes 14 by default).
 MAX_IR_VERSION = 13
@@ -57,6 +71,7 @@ _MODULES = {
     "Attention": (attention, attention_decomposed, attention_mha),
     "Conv": (conv_rules,),
     "ConvTranspose": (conv_transpose,),
+    "BiasGelu": (bias_gelu,),
 }
 
 
@@ -79,15 +94,15 @@ class RewriteResult:
 
 
 def rule_modules(ops: Iterable[str] | None = None) -> list:
-    """The rule modules that serve `ops` (None = all), in driver order."""
+    """The rule modules that serve `ops` (None = all of ALL_OPS and ORT_OPS), in driver order."""
     mods = []
-    for op in _normalize_ops(ops):
+    for op in _normalize_ops(ops, ALL_OPS + ORT_OPS):
         mods += [m for m in _MODULES[op] if m not in mods]
     return mods
 
 
 def rewrite(model, ops: Iterable[str] | None = None, *, plugin_attributes: bool = False,
-            conv: str | None = None) -> RewriteResult:
+            conv: str | None = None, target: str | None = None) -> RewriteResult:
     """Rewrite `model` to use trt_fastops ops.
 
     model: onnx.ModelProto, onnx_ir.Model (rewritten in place), or the path of an
@@ -96,25 +111,30 @@ def rewrite(model, ops: Iterable[str] | None = None, *, plugin_attributes: bool 
     needed, the `outputs` / `inputs` slot bitmasks (norm and Attention nodes; a conv node never
     needs them), with no empty-name inputs, so that one file runs in ONNX Runtime and through
     TensorRT's ONNX parser with our plugins (plugins/trt/README.md, PLUGIN_SLOTS).
-    conv: "off", "fallback" or "all" (None: "off" unless `ops` names a conv op). Raises RewriteError for unreadable or invalid models or bad arguments.
+    conv: "off", "fallback" or "all" (None: "off" unless `ops` names a conv op).
+    target: "portable" (default: standard ONNX and trt_fastops ops only; ONNX Runtime and
+    TensorRT) or "ort" (ONNX Runtime only: ORT_OPS contrib ops too; not with plugin_attributes).
+    Raises RewriteError for unreadable or invalid models or bad arguments.
     """
-    ops, conv = _resolve_ops(ops, conv)
+    target = _resolve_target(target, plugin_attributes)
+    ops, conv = _resolve_ops(ops, conv, target)
     ir_model = _load(model)
-    report = _run(ir_model, ops, plugin_attributes=plugin_attributes, conv=conv)
+    report = _run(ir_model, ops, plugin_attributes=plugin_attributes, conv=conv, target=target)
     return RewriteResult(ir_model, report)
 
 
 def rewrite_file(in_path, out_path, ops: Iterable[str] | None = None, *, report_path=None,
-                 plugin_attributes: bool = False, conv: str | None = None) -> RewriteResult:
+                 plugin_attributes: bool = False, conv: str | None = None, target: str | None = None) -> RewriteResult:
     """Rewrite the model file `in_path` into `out_path` (and the JSON report into report_path).
 
     Weights stored as external data stay external: they are written to
     `<out_path name>.data` next to out_path without being inlined.
     """
-    ops, conv = _resolve_ops(ops, conv)
+    target = _resolve_target(target, plugin_attributes)
+    ops, conv = _resolve_ops(ops, conv, target)
     ir_model = _load_path(in_path)
     external = any(isinstance(v.const_value, ir.ExternalTensor) for v in ir_model.graph.initializers.values())
-    report = _run(ir_model, ops, plugin_attributes=plugin_attributes, conv=conv)
+    report = _run(ir_model, ops, plugin_attributes=plugin_attributes, conv=conv, target=target)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -147,22 +167,38 @@ def _reads_from(model: ir.Model, data_path: Path) -> bool:
 # ---------------------------------------------------------------------------
 # loading and validation
 # ---------------------------------------------------------------------------
-def _normalize_ops(ops) -> list[str]:
+def _normalize_ops(ops, default=ALL_OPS) -> list[str]:
+    known = ALL_OPS + ORT_OPS
     if ops is None:
-        return list(ALL_OPS)
+        return list(default)
     if isinstance(ops, str):
         ops = [o.strip() for o in ops.split(",") if o.strip()]
     ops = list(ops)
-    bad = [o for o in ops if o not in ALL_OPS]
+    bad = [o for o in ops if o not in known]
     if bad:
-        raise RewriteError(f"unknown op(s) {', '.join(map(repr, bad))}; choose from {', '.join(ALL_OPS)}")
-    return [o for o in ALL_OPS if o in ops]  # canonical order, no duplicates
+        raise RewriteError(f"unknown op(s) {', '.join(map(repr, bad))}; choose from {', '.join(known)}")
+    return [o for o in known if o in ops]  # canonical order, no duplicates
 
 
-def _resolve_ops(ops, conv) -> tuple[list[str], str]:
-    """The ops to rewrite and the conv policy (conv ops are dropped when it is "off")."""
+def _resolve_target(target, plugin_attributes: bool) -> str:
+    target = "portable" if target is None else target
+    if target not in TARGETS:
+        raise RewriteError(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
+    if target == "ort" and plugin_attributes:
+        raise RewriteError("plugin_attributes makes a file for TensorRT, whose parser cannot read the ONNX Runtime "
+                           "contrib ops of target='ort'; use target='portable'")
+    return target
+
+
+def _resolve_ops(ops, conv, target: str = "portable") -> tuple[list[str], str]:
+    """The ops to rewrite and the conv policy (conv ops are dropped when it is "off"; ONNX
+    Runtime contrib ops are in the default set only for the "ort" target)."""
     explicit = ops is not None
-    ops = _normalize_ops(ops)
+    ops = _normalize_ops(ops, ALL_OPS + (ORT_OPS if target == "ort" else ()))
+    contrib = [o for o in ops if o in ORT_OPS]
+    if contrib and target != "ort":
+        raise RewriteError(f"ops names {', '.join(contrib)} (ONNX Runtime contrib ops) but target={target!r}; "
+                           "only target='ort' emits them")
     named = [o for o in ops if o in CONV_OPS] if explicit else []
     if conv is None:
         conv = "all" if named else "off"
@@ -261,7 +297,8 @@ def _stages(ops: list[str]) -> list[list[orp.RewriteRule]]:
     return [[r for r in rules if (r.trt_fastops_rule.STAGE, -r.trt_fastops_rule.size) == k] for k in keys]
 
 
-def _run(model: ir.Model, ops: list[str], *, plugin_attributes: bool, conv: str = "off") -> RewriteReport:
+def _run(model: ir.Model, ops: list[str], *, plugin_attributes: bool, conv: str = "off",
+         target: str = "portable") -> RewriteReport:
     ir_passes.NameFixPass()(model)  # every node named, for the report
     ir_passes.ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
     recorder = Recorder(model.graph)
@@ -276,7 +313,7 @@ def _run(model: ir.Model, ops: list[str], *, plugin_attributes: bool, conv: str 
         # shapes of the values the rules emitted with standard ops (Transpose, Cast, Where, ...),
         # so that the output has the value_info a second rewrite would add (idempotence)
         ir_passes.ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
-    report = RewriteReport(ops=list(ops), conv=conv)
+    report = RewriteReport(ops=list(ops), conv=conv, target=target)
     _tidy_names(model, recorder)
     _collect(model, recorder, report)
     _finish(model, report, plugin_attributes=plugin_attributes)
@@ -362,6 +399,8 @@ def _finish(model: ir.Model, report: RewriteReport, *, plugin_attributes: bool) 
         if plugin_attributes and node.op_type in PLUGIN_SLOTS:
             _add_plugin_fields(node)
     model.graph.opset_imports[DOMAIN] = OPSET_VERSION
+    if any(n.domain == ORT_DOMAIN for n in model.graph) and ORT_DOMAIN not in model.graph.opset_imports:
+        model.graph.opset_imports[ORT_DOMAIN] = 1
     model.ir_version = _ir_version(model, report)
     if model.ir_version < 10:  # NodeProto.metadata_props exists from IR 10 on
         for node in ours:

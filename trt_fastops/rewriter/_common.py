@@ -24,6 +24,8 @@ from onnxscript.rewriter import pattern as orp
 from onnxscript.rewriter._basics import MatchFailureError, MatchResult
 
 DOMAIN = "trt_fastops"
+#: ONNX Runtime's contrib-op domain (rules emit its ops only for target="ort")
+ORT_DOMAIN = "com.microsoft"
 FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
 
@@ -149,7 +151,7 @@ class NormRule(orp.RewriteRuleClassBase):
     def _rewrite_and_record(self, op, **bindings):
         outputs = self.rewrite(op, **bindings)
         context = self._context
-        new_nodes = [n for n in op.nodes if n.domain == DOMAIN]
+        new_nodes = [n for n in op.nodes if n.domain in (DOMAIN, ORT_DOMAIN)]
         if context is not None and new_nodes:
             replaced = list(context.nodes) + [n for n in self._absorbed if n not in context.nodes]
             _recorder().rewrites.append(RewriteEvent(self.RULE, self.variant, self.OP, new_nodes[0], replaced,
@@ -162,15 +164,21 @@ class NormRule(orp.RewriteRuleClassBase):
         if self._context is None:
             return None
         root = self._context.root.name or ""
-        base = (root.rsplit("/", 1)[0] + "/" + self.OP) if "/" in root else (f"{root}_{self.OP}" if root else self.OP)
+        kind = self.emitted_op()
+        base = (root.rsplit("/", 1)[0] + "/" + kind) if "/" in root else (f"{root}_{kind}" if root else kind)
         return _recorder().unique_name(base)
 
-    def emit(self, op, op_type: str, inputs: Sequence[ir.Value | None], num_outputs: int, **attrs):
-        """Create our node; trailing absent inputs are dropped."""
+    def emit(self, op, op_type: str, inputs: Sequence[ir.Value | None], num_outputs: int, *,
+             domain: str = DOMAIN, **attrs):
+        """Create our node (or an ORT contrib node, domain=ORT_DOMAIN); trailing absent inputs are dropped."""
         inputs = list(inputs)
         while inputs and inputs[-1] is None:
             inputs.pop()
-        return op.op(op_type, *inputs, _domain=DOMAIN, _outputs=num_outputs, _name=self.new_name(), **attrs)
+        return op.op(op_type, *inputs, _domain=domain, _outputs=num_outputs, _name=self.new_name(), **attrs)
+
+    def emitted_op(self) -> str:
+        """The op type of the node this match becomes (OP unless a rule picks per match)."""
+        return self.OP
 
     def note(self, **details) -> None:
         """Facts about this rewrite for the report (e.g. sum_output=True)."""

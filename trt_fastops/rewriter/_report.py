@@ -67,6 +67,7 @@ class RewriteReport:
     opset_imports: dict = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     conv: str = "off"                            # conv policy: off, fallback or all
+    target: str = "portable"                     # portable, or ort (ORT contrib ops allowed)
 
     def counts(self) -> dict[str, int]:
         """Rewrites per new op type, e.g. {"SkipLayerNorm": 5}."""
@@ -86,6 +87,7 @@ class RewriteReport:
             "opset_imports": dict(self.opset_imports),
             "notes": list(self.notes),
             "conv": self.conv,
+            "target": self.target,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -94,7 +96,8 @@ class RewriteReport:
     def to_text(self) -> str:
         counts = self.counts()
         summary = ", ".join(f"{op} {n}" for op, n in counts.items()) or "nothing"
-        policy = f"; conv={self.conv}" if self.conv != "off" else ""
+        policy = (f"; conv={self.conv}" if self.conv != "off" else "") + (
+            f"; target={self.target}" if self.target != "portable" else "")
         lines = [f"trt_fastops rewrite ({', '.join(self.ops)}{policy}): {len(self.rewrites)} rewrites "
                  f"({summary}), {len(self.refusals)} refusals"]
         lines += [r.line() for r in self.rewrites]
