@@ -24,22 +24,22 @@ namespace {
 // (HopperConfig<D, BLOCK_N, CTAs/SM>) follow from FIRST_BASIC on. They run when
 // the warp-specialised kernel can't (no tensor maps for these strides, d256,
 // or the 'wgmma' path forced) and in the benchmark's tile sweep. Masked
-// inputs take MASKED_VARIANT (the three-consumer and 176-key tiles spill
-// with the mask code). 64 keys per
+// inputs take MASKED_VARIANT (the three-consumer tiles spill with the mask code). 64 keys per
 // step lets the plain kernel run two CTAs per SM: 1.1-1.3x its 128-key tiles.
 template <int D>
 struct HopperTiles;
 template <>
 struct HopperTiles<64> {
   using Variants = std::tuple<HopperWsConfig<64, 128, 3, 2, true>, HopperWsConfig<64, 128, 2, 2, true>,
-                              HopperWsConfig<64, 128, 3, 2, false>, HopperConfig<64, 64, 2>, HopperConfig<64, 128, 1>>;
-  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 1;
+                              HopperWsConfig<64, 128, 3, 3, true>, HopperWsConfig<64, 128, 3, 2, false>,
+                              HopperConfig<64, 64, 2>, HopperConfig<64, 128, 1>>;
+  static constexpr int FIRST_BASIC = 4, MASKED_VARIANT = 1;
 };
 template <>
 struct HopperTiles<128> {
-  using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 176, 2, 2, true>,
-                              HopperWsConfig<128, 128, 2, 2, false>, HopperConfig<128, 64, 2>, HopperConfig<128, 128, 1>>;
-  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 0;
+  using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 128, 2, 2, false>,
+                              HopperConfig<128, 64, 2>, HopperConfig<128, 128, 1>>;
+  static constexpr int FIRST_BASIC = 2, MASKED_VARIANT = 0;
 };
 template <>
 struct HopperTiles<256> {

@@ -28,6 +28,7 @@ struct HopperConfig {
   static constexpr const char* NAME = "flash_fwd_wgmma";
   static constexpr int HEAD_DIM = D, BLOCK_M = 128, BLOCK_N = BN, NUM_WARPS = 8, BLOCKS_PER_SM = MIN_BLOCKS;
   static constexpr int THREADS = 256;
+  static constexpr bool PERSISTENT = false;  // one CTA per tile
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
   // Q + two stages of K and V, plus slack to align the tiles to 1024 bytes
   // (the 128-byte swizzle repeats every 8 rows of 128 bytes).
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ho
   const int g = lane >> 2, t = lane & 3;
   const int wg = warp >> 2;       // warpgroup: query rows 64 * wg ...
   const int warp_row0 = warp * 16;  // this warp's 16 accumulator rows within the tile
-  const BlockWork w = block_work<BM, BN, MASKED>(a);
+  const BlockWork w = block_work<BM, BN, MASKED>(a, blockIdx.x);
 
   const T* q = static_cast<const T*>(a.q) + w.b * a.q_sb + w.h * a.q_sh + int64_t(w.m0) * a.q_ss;
   const T* k = static_cast<const T*>(a.k) + w.b * a.k_sb + w.kvh * a.k_sh;

@@ -17,7 +17,9 @@
 // overlaps the others' matrix products.
 // Tiles use the canonical 128-byte-swizzled layout ([D / 64][rows][64]) that
 // both TMA (CU_TENSOR_MAP_SWIZZLE_128B) and the wgmma descriptors understand.
-// No thread-block clusters: CUDA-graph updates of this kernel need no re-instantiation.
+// Persistent (one CTA per SM walks the tiles), so a tile's output store and
+// the next tile's Q load overlap the matrix work. No thread-block clusters:
+// CUDA-graph updates of this kernel need no re-instantiation.
 #pragma once
 
 #include <cstdint>
@@ -37,23 +39,31 @@ struct TmaMaps {
 
 template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
 struct HopperWsConfig {
-  static constexpr const char* NAME = PINGPONG ? "flash_fwd_ws_pingpong" : "flash_fwd_ws";
+  static constexpr const char* NAME = PINGPONG ? (STAGES == 2 ? "flash_fwd_ws_pingpong" : "flash_fwd_ws_pingpong_s3")
+                                               : (STAGES == 2 ? "flash_fwd_ws" : "flash_fwd_ws_s3");
+  static_assert(STAGES == 2 || STAGES == 3, "two or three K/V stages");
   static constexpr int HEAD_DIM = D, BLOCK_M = 64 * CONSUMERS, BLOCK_N = BN, NUM_WARPS = 4 * (CONSUMERS + 1);
   static constexpr int BLOCKS_PER_SM = 1, THREADS = NUM_WARPS * 32, NUM_STAGES = STAGES, NUM_CONSUMERS = CONSUMERS;
   static constexpr bool PING_PONG = PINGPONG;
+  static constexpr bool PERSISTENT = true;  // a CTA per SM walks the tiles
   // 65536 registers per SM: 128 * 24 + 256 * 240, or 128 * 32 + 384 * 160.
   static constexpr int PRODUCER_REGISTERS = CONSUMERS == 2 ? 24 : 32;
   static constexpr int CONSUMER_REGISTERS = CONSUMERS == 2 ? 240 : 160;
   static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
-  // Q, STAGES x (K, V), 1024 bytes of alignment slack, then the barriers:
-  // q_full, k_full[STAGES], v_full[STAGES], k_empty[STAGES], v_empty[STAGES].
-  static constexpr int BARRIERS = 1 + 4 * STAGES;
-  static constexpr int SMEM_BYTES = (TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8;
+  // Q, the output staging tile (so the next tile's Q can land during this
+  // tile's last P V and epilogue), STAGES x (K, V), 1024 bytes of alignment
+  // slack, then the barriers: q_full, q_empty, k_full[STAGES], v_full[STAGES],
+  // k_empty[STAGES], v_empty[STAGES].
+  static constexpr int BARRIERS = 2 + 4 * STAGES;
+  static constexpr int SMEM_BYTES = (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8;
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
 };
 
+// Persistent: CTA c runs tiles c, c + gridDim.x, ... (block_work's order: a
+// head's query blocks together, heaviest first). The K/V ring and the Q
+// buffer keep their barrier phases across tiles.
 template <typename T, typename CFG, bool MASKED>
 __global__ void __launch_bounds__(CFG::THREADS, 1)
     flash_fwd_ws_kernel(const __grid_constant__ FlashArgs a, const __grid_constant__ TmaMaps maps) {
@@ -65,16 +75,20 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
 
   extern __shared__ unsigned char smem_raw[];
   T* s_q = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  T* s_kv = s_q + CFG::TILE_Q;  // stage i: K at s_kv + 2i * TILE_KV, V right after
+  T* s_o = s_q + CFG::TILE_Q;
+  T* s_kv = s_o + CFG::TILE_Q;  // stage i: K at s_kv + 2i * TILE_KV, V right after
   uint64_t* q_full = reinterpret_cast<uint64_t*>(s_kv + 2 * STAGES * CFG::TILE_KV);
-  uint64_t* k_full = q_full + 1;
+  uint64_t* q_empty = q_full + 1;
+  uint64_t* k_full = q_empty + 1;
   uint64_t* v_full = k_full + STAGES;
   uint64_t* k_empty = v_full + STAGES;
   uint64_t* v_empty = k_empty + STAGES;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tiles = a.m_blocks * a.bh_count;
   if (tid == 0) {
     mbar_init(q_full, 1);
+    mbar_init(q_empty, CONSUMER_WARPS);
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(k_full + st, 1);
       mbar_init(v_full + st, 1);
@@ -84,32 +98,37 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
     mbar_init_fence();
   }
   __syncthreads();
-  const BlockWork w = block_work<BM, BN, MASKED>(a);
 
   if (warp < 4) {
-    // Producer. Round r of a stage waits for the consumers to have released round r - 1.
+    // Producer. Use u of a buffer (u = 0, 1, ...) first waits for the
+    // consumers' release of use u - 1.
     setmaxnreg_dec<CFG::PRODUCER_REGISTERS>();
     if (tid == 0) {
       tma_prefetch_descriptor(&maps.q);
       tma_prefetch_descriptor(&maps.k);
       tma_prefetch_descriptor(&maps.v);
-      mbar_arrive_expect_tx(q_full, Q_BYTES);
+      int kv = 0, it = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++it) {
+        const BlockWork w = block_work<BM, BN, MASKED>(a, tile);
+        if (it > 0) mbar_wait(q_empty, (it - 1) & 1);
+        mbar_arrive_expect_tx(q_full, Q_BYTES);
 #pragma unroll
-      for (int at = 0; at < ATOMS; ++at) tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
-      for (int nb = 0; nb < w.n_blocks; ++nb) {
-        const int st = nb % STAGES, round = nb / STAGES;
-        T* s_k = s_kv + 2 * st * CFG::TILE_KV;
-        T* s_v = s_k + CFG::TILE_KV;
-        if (round > 0) mbar_wait(k_empty + st, (round - 1) & 1);
-        mbar_arrive_expect_tx(k_full + st, KV_BYTES);
+        for (int at = 0; at < ATOMS; ++at) tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
+        for (int nb = 0; nb < w.n_blocks; ++nb, ++kv) {
+          const int st = kv % STAGES, round = kv / STAGES;
+          T* s_k = s_kv + 2 * st * CFG::TILE_KV;
+          T* s_v = s_k + CFG::TILE_KV;
+          if (round > 0) mbar_wait(k_empty + st, (round - 1) & 1);
+          mbar_arrive_expect_tx(k_full + st, KV_BYTES);
 #pragma unroll
-        for (int at = 0; at < ATOMS; ++at)
-          tma_load_4d(s_k + at * BN * 64, &maps.k, k_full + st, at * 64, nb * BN, w.kvh, w.b);
-        if (round > 0) mbar_wait(v_empty + st, (round - 1) & 1);
-        mbar_arrive_expect_tx(v_full + st, KV_BYTES);
+          for (int at = 0; at < ATOMS; ++at)
+            tma_load_4d(s_k + at * BN * 64, &maps.k, k_full + st, at * 64, nb * BN, w.kvh, w.b);
+          if (round > 0) mbar_wait(v_empty + st, (round - 1) & 1);
+          mbar_arrive_expect_tx(v_full + st, KV_BYTES);
 #pragma unroll
-        for (int at = 0; at < ATOMS; ++at)
-          tma_load_4d(s_v + at * BN * 64, &maps.v, v_full + st, at * 64, nb * BN, w.kvh, w.b);
+          for (int at = 0; at < ATOMS; ++at)
+            tma_load_4d(s_v + at * BN * 64, &maps.v, v_full + st, at * 64, nb * BN, w.kvh, w.b);
+        }
       }
     }
   } else {
@@ -120,9 +139,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
     const int warp_row0 = cw * 16;
 
     float o[1][DT][4];
-    float row_max[1][2] = {{NEG_INF, NEG_INF}}, row_sum[1][2] = {{0.f, 0.f}};
-#pragma unroll
-    for (int dt = 0; dt < DT; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;
+    float row_max[1][2], row_sum[1][2];
 
     // S = Q K^T from stage st (K-major A and B), written fresh (no accumulation).
     auto issue_s = [&](float (&s)[1][NT][4], int st) {
@@ -140,83 +157,100 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
 #pragma unroll
       for (int ks = 0; ks < BN / 16; ++ks) Wgmma<D, T>::rs(o[0], ap[ks][0], sw128_desc(s_v + ks * 16 * 64, BN * 128));
     };
-    // PINGPONG turns: consumer c waits on barrier 1 + c before issuing and then
-    // lets consumer c + 1 (mod CONSUMERS) go. Issue points per consumer:
-    // n_blocks + 1 (the first S, one per later block, the last P V); the last
-    // consumer opens with a free arrival for consumer 0 and skips its arrival
-    // after its last issue, so every barrier sees as many arrivals as syncs.
+    // PINGPONG turns: consumer c waits on barrier 1 + c before issuing its
+    // matrix products and then lets consumer c + 1 (mod CONSUMERS) go. The
+    // last consumer opens with a free arrival for consumer 0, which closes
+    // with one extra wait, so every barrier sees as many arrivals as waits.
     auto turn_begin = [&] {
       if constexpr (CFG::PING_PONG) named_barrier_sync(1 + cg, 256);
     };
-    auto turn_end = [&](bool last) {
-      if constexpr (CFG::PING_PONG) {
-        if (!(last && cg == CONSUMERS - 1)) named_barrier_arrive(1 + (cg + 1) % CONSUMERS, 256);
-      }
+    auto turn_end = [&] {
+      if constexpr (CFG::PING_PONG) named_barrier_arrive(1 + (cg + 1) % CONSUMERS, 256);
     };
     auto release = [&](uint64_t* bar) {
       if (lane == 0) mbar_arrive(bar);  // wgmma waits are warp-wide: the whole warp is past its reads
     };
+    if constexpr (CFG::PING_PONG) {
+      if (cg == CONSUMERS - 1) named_barrier_arrive(1, 256);
+    }
 
-    mbar_wait(q_full, 0);
-    if (w.n_blocks > 0) {
-      if constexpr (CFG::PING_PONG) {
-        if (cg == CONSUMERS - 1) named_barrier_arrive(1, 256);
-      }
-      float s[1][NT][4];
-      uint32_t ap[NT / 2][1][4];
-      float alpha[1][2];
+    int kv = 0, it = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++it) {
+      const BlockWork w = block_work<BM, BN, MASKED>(a, tile);
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;
+      row_max[0][0] = row_max[0][1] = NEG_INF;
+      row_sum[0][0] = row_sum[0][1] = 0.f;
 
-      mbar_wait(k_full, 0);
-      turn_begin();
-      wgmma_fence();
-      issue_s(s, 0);
-      wgmma_commit();
-      turn_end(false);
-      wgmma_wait<0>();
-      pin_registers<NT>(s[0]);
-      release(k_empty);
-      prepare_scores<1, NT, MASKED>(s, a, w, w.m0 + warp_row0, 0, g, t);
-      softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
-      pack_p<T, 1, NT>(s, ap);
+      mbar_wait(q_full, it & 1);
+      if (w.n_blocks == 0) {
+        release(q_empty);
+      } else {
+        float s[1][NT][4];
+        uint32_t ap[NT / 2][1][4];
+        float alpha[1][2];
 
-      for (int nb = 1; nb < w.n_blocks; ++nb) {
-        const int st = nb % STAGES, pst = (nb - 1) % STAGES;
-        mbar_wait(k_full + st, (nb / STAGES) & 1);
-        mbar_wait(v_full + pst, ((nb - 1) / STAGES) & 1);
+        int st = kv % STAGES;
+        mbar_wait(k_full + st, (kv / STAGES) & 1);
         turn_begin();
         wgmma_fence();
         issue_s(s, st);
         wgmma_commit();
-        issue_pv(ap, pst);
-        wgmma_commit();
-        turn_end(false);
-        wgmma_wait<1>();  // S_nb has landed; P_{nb-1} V_{nb-1} may still run
+        turn_end();
+        wgmma_wait<0>();
         pin_registers<NT>(s[0]);
         release(k_empty + st);
-        prepare_scores<1, NT, MASKED>(s, a, w, w.m0 + warp_row0, nb * BN, g, t);
-        softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);
+        if (w.n_blocks == 1) release(q_empty);  // the next tile's Q may land now
+        prepare_scores<1, NT, MASKED>(s, a, w, w.m0 + warp_row0, 0, g, t);
+        softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
+        pack_p<T, 1, NT>(s, ap);
+
+        for (int nb = 1; nb < w.n_blocks; ++nb) {
+          const int pst = st, pphase = (kv / STAGES) & 1;  // block nb - 1 (its P V is still to do)
+          ++kv;
+          st = kv % STAGES;
+          mbar_wait(k_full + st, (kv / STAGES) & 1);
+          mbar_wait(v_full + pst, pphase);
+          turn_begin();
+          wgmma_fence();
+          issue_s(s, st);
+          wgmma_commit();
+          issue_pv(ap, pst);
+          wgmma_commit();
+          turn_end();
+          wgmma_wait<1>();  // S_nb has landed; P_{nb-1} V_{nb-1} may still run
+          pin_registers<NT>(s[0]);
+          release(k_empty + st);
+          if (nb == w.n_blocks - 1) release(q_empty);
+          prepare_scores<1, NT, MASKED>(s, a, w, w.m0 + warp_row0, nb * BN, g, t);
+          softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);
+          wgmma_wait<0>();
+          pin_registers<DT>(o[0]);
+          release(v_empty + pst);
+          rescale_o<1, DT>(o, alpha);
+          pack_p<T, 1, NT>(s, ap);
+        }
+
+        mbar_wait(v_full + st, (kv / STAGES) & 1);
+        turn_begin();
+        wgmma_fence();
+        issue_pv(ap, st);
+        wgmma_commit();
+        turn_end();
         wgmma_wait<0>();
         pin_registers<DT>(o[0]);
-        release(v_empty + pst);
-        rescale_o<1, DT>(o, alpha);
-        pack_p<T, 1, NT>(s, ap);
+        release(v_empty + st);
+        ++kv;
       }
-
-      const int lst = (w.n_blocks - 1) % STAGES;
-      mbar_wait(v_full + lst, ((w.n_blocks - 1) / STAGES) & 1);
-      turn_begin();
-      wgmma_fence();
-      issue_pv(ap, lst);
-      wgmma_commit();
-      turn_end(true);
-      wgmma_wait<0>();
-      pin_registers<DT>(o[0]);
-      release(v_empty + lst);
+      // Each warp stages its output rows in its own rows of s_o (the
+      // __syncwarp orders them after this warp's reads of the previous tile).
+      __syncwarp();
+      store_output<T, 1, DT, true>(a, w, o, row_max, row_sum, warp_row0, g, t, lane,
+                                   [&](int row, int col) { return s_o + sw128_offset<BM>(row, col); });
     }
-    // Each warp stages its output rows in its own rows of the Q tile: only
-    // this warpgroup's S products read them, and those have all completed.
-    store_output<T, 1, DT, true>(a, w, o, row_max, row_sum, warp_row0, g, t, lane,
-                                 [&](int row, int col) { return s_q + sw128_offset<BM>(row, col); });
+    if constexpr (CFG::PING_PONG) {
+      if (cg == 0) named_barrier_sync(1, 256);  // the last consumer's final arrival
+    }
   }
 #endif
 }

@@ -53,6 +53,7 @@ struct FlashConfig {
   static constexpr const char* NAME = "flash_fwd";
   static constexpr int HEAD_DIM = D, BLOCK_M = BM, BLOCK_N = BN, NUM_WARPS = WARPS, BLOCKS_PER_SM = MIN_BLOCKS;
   static constexpr int THREADS = WARPS * 32;
+  static constexpr bool PERSISTENT = false;  // one CTA per tile
   static constexpr int M_TILES = BM / (16 * WARPS);  // 16-row MMA tiles per warp
   static constexpr int N_TILES = BN / 8;             // 8-key score tiles
   static constexpr int D_TILES = D / 8;              // 8-wide output tiles
@@ -132,13 +133,14 @@ struct BlockWork {
   bool raw_scores;
 };
 
+// tile: the work item (blockIdx.x, or the persistent kernel's tile index).
 template <int BM, int BN, bool MASKED>
-__device__ __forceinline__ BlockWork block_work(const FlashArgs& a) {
+__device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
   BlockWork w;
-  // Consecutive CTAs share a head (its K/V stay in L2 while all its query
+  // Consecutive tiles share a head (its K/V stay in L2 while all its query
   // blocks read them); within a head the heaviest (causal: last) block first.
-  w.bh = blockIdx.x / a.m_blocks;
-  const int m_block = a.m_blocks - 1 - blockIdx.x % a.m_blocks;
+  w.bh = tile / a.m_blocks;
+  const int m_block = a.m_blocks - 1 - tile % a.m_blocks;
   w.b = w.bh / a.q_heads;
   w.h = w.bh % a.q_heads;
   w.kvh = w.h / a.group;
@@ -350,7 +352,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ke
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;  // MMA fragment row group / column pair
-  const BlockWork w = block_work<BM, BN, MASKED>(a);
+  const BlockWork w = block_work<BM, BN, MASKED>(a, blockIdx.x);
   const int warp_row0 = warp * MT * 16;
 
   const T* q = static_cast<const T*>(a.q) + w.b * a.q_sb + w.h * a.q_sh + int64_t(w.m0) * a.q_ss;

@@ -76,6 +76,20 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m) {
 
 inline constexpr int MAX_DEVICES = 64;
 
+// SMs of the current device (cached per device: persistent kernels size their grid by it).
+inline cudaError_t multiprocessor_count(int* count) {
+  static std::atomic<int> cached[MAX_DEVICES];
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  const bool cacheable = device >= 0 && device < MAX_DEVICES;
+  if (cacheable && (*count = cached[device].load(std::memory_order_relaxed)) > 0) return cudaSuccess;
+  err = cudaDeviceGetAttribute(count, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return err;
+  if (cacheable) cached[device].store(*count, std::memory_order_relaxed);
+  return cudaSuccess;
+}
+
 // Launches one kernel instantiation (KERNEL is its address, so each gets its
 // own once-per-device shared-memory opt-in).
 // Extra kernel arguments (the TMA maps of the warp-specialised kernel) follow FlashArgs.
@@ -96,7 +110,14 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       if (cached) smem_ready[device].store(true, std::memory_order_release);
     }
   }
-  const int64_t blocks = int64_t(a.m_blocks) * a.bh_count;
+  int64_t blocks = int64_t(a.m_blocks) * a.bh_count;
+  if constexpr (CFG::PERSISTENT) {
+    // One resident CTA per SM walks the tiles (blockIdx.x, + gridDim.x, ...).
+    int sms = 0;
+    const cudaError_t err = multiprocessor_count(&sms);
+    if (err != cudaSuccess) return err;
+    blocks = std::min<int64_t>(blocks, int64_t(sms) * CFG::BLOCKS_PER_SM);
+  }
   kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
   return cudaGetLastError();
 }
