@@ -34,6 +34,9 @@ CASES = [
     ("softcap", "float16", 1, 2, 2, 64, 64, 128, 128, dict(softcap=10.0)),
     ("one-query", "float16", 3, 4, 1, 1, 333, 128, 128, {}),
     ("empty-kv", "float16", 1, 2, 2, 20, 0, 64, 64, {}),
+    # More tiles than an H100 has SMs: the persistent kernel's CTAs each run several.
+    ("persistent-d64", "float16", 2, 16, 16, 1000, 700, 64, 64, {}),
+    ("persistent-d128-causal", "bfloat16", 1, 32, 8, 600, 600, 128, 128, dict(causal=True)),
 ]
 
 
@@ -70,6 +73,8 @@ def run_case(torch, check, make_inputs, case) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--paths", default="auto,wgmma,sm80",
+                    help="comma-separated kernel paths (_C.attention_set_path), default all three")
     args = ap.parse_args(argv)
     if args.list:
         for c in CASES:
@@ -89,7 +94,7 @@ def main(argv=None) -> int:
 
     failed = 0
     # On an H100: the warp-specialised TMA kernel, the plain wgmma kernel, the mma.sync kernel.
-    for path in ("auto", "wgmma", "sm80"):
+    for path in args.paths.split(","):
         _C.attention_set_path(path)
         for case in CASES:
             try:
