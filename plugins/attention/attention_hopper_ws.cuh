@@ -12,7 +12,8 @@
 //     S = Q K^T and O += P V with wgmma, the online softmax in registers.
 // Within a consumer, S_{j+1} = Q K_{j+1}^T and O += P_j V_j are issued together
 // and the softmax of S_{j+1} runs while P_j V_j is still on the tensor cores;
-// O is rescaled once that product has landed. PINGPONG additionally makes the
+// O is brought to the new max (rescaled) just before the next P V is issued,
+// while the next S product runs. PINGPONG additionally makes the
 // consumers take turns issuing (named barriers, round robin), so one's softmax
 // overlaps the others' matrix products.
 // Tiles use the canonical 128-byte-swizzled layout ([D / 64][rows][64]) that
@@ -215,6 +216,10 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
           wgmma_fence();
           issue_s(s, st);
           wgmma_commit();
+          // O to block nb - 1's max while S_nb runs (the fence orders these
+          // writes before the P V product that accumulates into o).
+          if (nb > 1) rescale_o<1, DT>(o, alpha);
+          wgmma_fence();
           issue_pv(ap, pst);
           wgmma_commit();
           turn_end();
@@ -227,12 +232,12 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
           wgmma_wait<0>();
           pin_registers<DT>(o[0]);
           release(v_empty + pst);
-          rescale_o<1, DT>(o, alpha);
           pack_p<T, 1, NT>(s, ap);
         }
 
         mbar_wait(v_full + st, (kv / STAGES) & 1);
         turn_begin();
+        if (w.n_blocks > 1) rescale_o<1, DT>(o, alpha);
         wgmma_fence();
         issue_pv(ap, st);
         wgmma_commit();

@@ -113,10 +113,14 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
   int64_t blocks = int64_t(a.m_blocks) * a.bh_count;
   if constexpr (CFG::PERSISTENT) {
     // One resident CTA per SM walks the tiles (blockIdx.x, + gridDim.x, ...).
-    int sms = 0;
-    const cudaError_t err = multiprocessor_count(&sms);
-    if (err != cudaSuccess) return err;
-    blocks = std::min<int64_t>(blocks, int64_t(sms) * CFG::BLOCKS_PER_SM);
+    // Causal tiles differ in cost: a CTA per tile lets the hardware balance
+    // them dynamically (a static stride measured 0.6-0.8x on the H100).
+    if (!p.causal) {
+      int sms = 0;
+      const cudaError_t err = multiprocessor_count(&sms);
+      if (err != cudaSuccess) return err;
+      blocks = std::min<int64_t>(blocks, int64_t(sms) * CFG::BLOCKS_PER_SM);
+    }
   }
   kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
   return cudaGetLastError();
