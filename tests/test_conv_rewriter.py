@@ -213,6 +213,37 @@ def test_activation_not_folded(tail, why):
     check_numerics(model, result, feeds_for(model))
 
 
+@pytest.mark.parametrize("tail", ["GeluErf", "GeluErfHalfFirst", "GeluErfMul"])
+def test_gelu_folded_after_a_float16_conv(tail):
+    """float16 GELU constants are rounded (sqrt(2) is 1.4140625): they are compared within
+    float16's rounding, so the GELU still folds; a wrong constant is still refused."""
+    model = conv_graph(tail, dtype=TensorProto.FLOAT16)
+    k = next(t for t in model.graph.initializer if t.name == "k")
+    assert numpy_helper.to_array(k).item() in (np.float16(math.sqrt(2)), np.float16(1 / math.sqrt(2)))
+    result = rewrite(model, conv="all")
+    (node,) = ours(result.model)
+    assert attrs_of(node)["activation"] == b"Gelu", result.report.to_text()
+    assert op_types(result.model) == ["Conv"]
+    feeds = feeds_for(model)
+    assert_close(custom_session(result.model).run(None, feeds), run_original(model, feeds), tol=3e-3)
+
+    bad = conv_graph("GeluErfBad", dtype=TensorProto.FLOAT16)  # 1.7: far beyond float16 rounding
+    assert "activation" not in attrs_of(ours(rewrite(bad, conv="all").model)[0])
+
+
+def test_convnext_float16_folds_its_gelus(rewritten):
+    """ConvNeXt-style block in float16: 1x1 expand Conv -> erf GELU folds as in float32."""
+    original, result = rewritten("convnext_tiny", "all", "float16")
+    folded = [r for r in result.report.rewrites if r.details.get("activation") == "Gelu"]
+    assert len(folded) == FOLDED["convnext_tiny"] == 2, result.report.to_text()
+    assert not {"Erf", "Div"} & set(op_types(result.model))
+    feeds = B.example_inputs(original)
+    (got,) = custom_session(result.model).run(None, feeds)
+    (ref,) = run_original(original, feeds)
+    assert got.dtype == np.float16
+    assert_close([got], [ref], tol=3e-3)
+
+
 @pytest.mark.parametrize("kw", [{"extra_use": True}, {"conv_is_output": True}])
 def test_activation_not_folded_when_conv_output_is_used(kw):
     model = conv_graph("Relu", **kw)

@@ -152,7 +152,7 @@ def test_targets_and_ops_selection():
 REFUSALS = {
     "bias_not_constant": ({"bias_input": True}, "is not a constant 1-D bias"),
     "bias_2d": ({"bias_shape": (3, N)}, "is not a constant 1-D bias"),
-    "wrong_sqrt2": ({"k": 1.5}, "Erf input scale is 1.5, expected 1.41421"),
+    "wrong_sqrt2": ({"k": 1.5}, "is scaled by 1.5, expected 1.41421 (GELU)"),
     "sum_used_elsewhere": ({"extra_use": True}, "is a graph output"),
 }
 

@@ -286,6 +286,23 @@ def const_scalar(v: ir.Value | None, what: str) -> float:
     return float(arr.reshape(()).astype(np.float64))
 
 
+def const_rtol(dtype: np.dtype) -> float:
+    """How far (relative) a constant stored in `dtype` may sit from the exact value it stands
+    for: its dtype's rounding (float16 keeps 11 significant bits, so sqrt(2) is 1.4140625,
+    1.1e-4 off; bfloat16 keeps 8). Integers must be exact."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
+        return 0.0
+    return {np.dtype(np.float64): 1e-9, np.dtype(np.float32): 1e-6, np.dtype(np.float16): 1e-3}.get(dtype, 8e-3)
+
+
+def const_near(v: ir.Value | None, want: float, what: str) -> tuple[float, bool]:
+    """(the scalar constant v, whether it is `want` up to the rounding of its dtype);
+    Refuse when v is not a constant scalar."""
+    got = const_scalar(v, what)
+    return got, math.isclose(got, want, rel_tol=const_rtol(const_array(v).dtype))
+
+
 def require_const_value(v: ir.Value | None, expected: float, what: str) -> None:
     got = const_scalar(v, what)
     if not math.isclose(got, expected, rel_tol=0, abs_tol=0):

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter import pattern as orp
 from onnxscript.rewriter._basics import MatchResult
 
-from ._common import (FLOAT_TYPES, ORT_DOMAIN, NormRule, Refuse, binop, const_array, describe, dtype_name, either,
-                      fmt_shape, shape_of)
-from .conv_activation import tail
+from ._common import (FLOAT_TYPES, ORT_DOMAIN, NormRule, Refuse, binop, const_array, const_near, describe, dtype_name,
+                      either, fmt_shape, shape_of)
+from .conv_activation import check_tail, tail
 
 RULE = "bias_gelu"
 OP = "BiasGelu"
@@ -42,10 +41,6 @@ OPS = ("BiasGelu", "FastGelu")
 ERF_FORMS = ("GeluErf", "GeluErf_swapped", "GeluErfHalfFirst", "GeluErfHalfFirst_swapped")
 FORMS = ERF_FORMS + ("Gelu", "GeluTanh", "GeluTanh_swapped")
 _SIZE = {"Gelu": 1, "GeluTanh": 8, "GeluTanh_swapped": 8, **{f: 5 for f in ERF_FORMS}}
-
-#: how far a constant may be from the exact value: the rounding of its own dtype
-_RTOL = {np.dtype(np.float64): 1e-9, np.dtype(np.float32): 1e-6, np.dtype(np.float16): 1e-3}
-_RTOL_BF16 = 8e-3
 
 
 def tanh_tail(op, x, *, swap: bool):
@@ -58,12 +53,8 @@ def tanh_tail(op, x, *, swap: bool):
 
 
 def _close(v: ir.Value | None, want: float, what: str, node: ir.Node) -> None:
-    arr = const_array(v)
-    if arr is None or arr.size != 1:
-        raise Refuse(f"the GELU constant {what} {describe(v)} is not a constant scalar", node)
-    got = float(arr.reshape(()).astype(np.float64))
-    rtol = _RTOL.get(arr.dtype, _RTOL_BF16)
-    if not math.isclose(got, want, rel_tol=rtol):
+    got, ok = const_near(v, want, f"the GELU constant {what}")
+    if not ok:
         raise Refuse(f"the GELU constant {what} is {got:g}, expected {want:g} ({dtype_name(v.dtype)})", node)
 
 
@@ -101,12 +92,7 @@ class BiasGeluFusion(NormRule):
             _close(bindings.get("half"), 0.5, "half", tanh)
             self._op = "FastGelu"
         else:
-            erf = next(n for n in nodes if n.op_type == "Erf")
-            div = erf.inputs[0].producer()
-            want = math.sqrt(2.0) if div is not None and div.op_type == "Div" else 1.0 / math.sqrt(2.0)
-            _close(bindings.get("k"), want, "Erf input scale", erf)
-            _close(bindings.get("one"), 1.0, "one", erf)
-            _close(bindings.get("half"), 0.5, "half", erf)
+            check_tail(self.form, nodes, bindings)  # the erf tails conv_activation folds, checked alike
             self._op = "BiasGelu"
         return MatchResult()
 
