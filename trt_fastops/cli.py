@@ -14,6 +14,7 @@ EXAMPLES = textwrap.dedent("""\
       trt-fastops rewrite model.onnx -o model.fast.onnx --ops LayerNorm,RMSNorm
       trt-fastops rewrite model.onnx -o model.fast.onnx --ops Attention
       trt-fastops rewrite convnet.onnx -o convnet.fast.onnx --conv fallback
+      trt-fastops rewrite vit.onnx -o vit.ort.onnx --target ort      # ONNX Runtime only: + BiasGelu
       trt-fastops check model.onnx model.fast.onnx
       trt-fastops check model.onnx model.fast.onnx --device cuda --cuda-graph
       trt-fastops validate model.onnx model.fast.onnx --output-atol logits=1e-3
@@ -23,6 +24,13 @@ EXAMPLES = textwrap.dedent("""\
     """)
 
 ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Attention", "Conv", "ConvTranspose")
+#: ONNX Runtime contrib ops (com.microsoft) that only --target ort emits; one rule makes both
+#: (BiasGelu for the erf GELU, FastGelu for the tanh one), so either name selects it
+ORT_OPS = ("BiasGelu", "FastGelu")
+TARGETS = ("portable", "ort")
+TARGET_HELP = ("portable (default): standard ONNX + trt_fastops ops only, so the file runs in ONNX Runtime "
+               "and TensorRT; ort: ONNX Runtime only, may also use its contrib ops (Linear bias + GELU -> "
+               "com.microsoft.BiasGelu / FastGelu), the faster choice for ONNX Runtime")
 
 
 def _cmd_info(args) -> int:
@@ -79,13 +87,20 @@ def _cmd_info(args) -> int:
     return 0
 
 
-def _parse_ops(text: str | None):
+def _parse_ops(text: str | None, target: str | None = None, plugin_attributes: bool = False):
+    if target == "ort" and plugin_attributes:
+        raise _UsageError("--plugin-attributes makes a file for TensorRT, which cannot read the "
+                          "ONNX Runtime contrib ops of --target ort; use --target portable (the default)")
     if not text:
         return None
     ops = [o.strip() for o in text.split(",") if o.strip()]
-    bad = [o for o in ops if o not in ALL_OPS]
+    bad = [o for o in ops if o not in ALL_OPS + ORT_OPS]
     if bad:
-        raise SystemExit(f"trt-fastops rewrite: unknown op(s) {', '.join(bad)}; choose from {', '.join(ALL_OPS)}")
+        raise _UsageError(f"unknown op(s) {', '.join(bad)}; choose from {', '.join(ALL_OPS + ORT_OPS)}")
+    contrib = [o for o in ops if o in ORT_OPS]
+    if contrib and target != "ort":
+        raise _UsageError(f"--ops {','.join(contrib)} names ONNX Runtime contrib ops; add "
+                          "--target ort (the file then runs in ONNX Runtime only)")
     return ops
 
 
@@ -93,9 +108,10 @@ def _cmd_rewrite(args) -> int:
     from .rewriter import RewriteError, rewrite_file
 
     try:
-        result = rewrite_file(args.input, args.output, ops=_parse_ops(args.ops), report_path=args.report,
-                              plugin_attributes=args.plugin_attributes, conv=args.conv)
-    except RewriteError as e:
+        ops = _parse_ops(args.ops, args.target, args.plugin_attributes)
+        result = rewrite_file(args.input, args.output, ops=ops, report_path=args.report,
+                              plugin_attributes=args.plugin_attributes, conv=args.conv, target=args.target)
+    except (RewriteError, _UsageError) as e:
         print(f"trt-fastops rewrite: {e}", file=sys.stderr)
         return 2
     print(result.report.to_text())
@@ -343,9 +359,12 @@ def _cmd_bench(args) -> int:
 
     try:
         _check_counts(args)
+        if args.target is not None and not args.rewrite:
+            raise _UsageError("--target applies to the in-memory rewrite: add --rewrite")
         feeds = _feeds(args.models[0], args)
         device = _resolve_device(args.device)
         variants = []
+        suffix = " (rewritten)" if args.target in (None, "portable") else f" (rewritten, target {args.target})"
         for path in args.models:
             variants.append((path, path))
             if args.rewrite:
@@ -353,7 +372,7 @@ def _cmd_bench(args) -> int:
 
                 _progress(f"rewriting {path} ...")
                 try:
-                    variants.append((f"{path} (rewritten)", rewrite(path, conv=args.conv).model))
+                    variants.append((f"{path}{suffix}", rewrite(path, conv=args.conv, target=args.target).model))
                 except RewriteError as e:
                     raise _UsageError(str(e)) from e
         modes = [False] if device == "cpu" or args.no_cuda_graph else [False, True]
@@ -393,7 +412,10 @@ def _cmd_bench(args) -> int:
           "; speedup = first row's p50 / p50; max diff = max |a - b| / (1 + |b|) against the first row")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"inputs": {k: list(v.shape) for k, v in feeds.items()}, "rows": rows}, f, indent=2)
+            doc = {"inputs": {k: list(v.shape) for k, v in feeds.items()}, "rows": rows}
+            if args.rewrite:
+                doc["rewrite"] = {"conv": args.conv or "off", "target": args.target or "portable"}
+            json.dump(doc, f, indent=2)
     return 0
 
 
@@ -459,11 +481,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_info)
 
     s = sub.add_parser("rewrite", help="rewrite an ONNX model to use trt_fastops ops",
-                       epilog="example: trt-fastops rewrite bert.onnx -o bert.fast.onnx --report r.json",
+                       epilog=textwrap.dedent("""\
+                           examples:
+                             trt-fastops rewrite bert.onnx -o bert.fast.onnx --report r.json
+                             trt-fastops rewrite vit.onnx -o vit.ort.onnx --target ort
+                             trt-fastops rewrite bert.onnx -o bert.trt.onnx --plugin-attributes
+
+                           --target portable (the default) writes standard ONNX + trt_fastops ops: the file runs
+                           in ONNX Runtime with our library and in TensorRT with our plugins. --target ort also
+                           emits ONNX Runtime contrib ops where trt_fastops has none (Linear bias + GELU ->
+                           com.microsoft.BiasGelu / FastGelu, which ONNX Runtime's own fusions miss after it
+                           turns MatMul + bias into Gemm): faster in ONNX Runtime, not loadable by TensorRT.
+                           """),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("input", help="ONNX model to rewrite (external data next to it is kept external)")
     s.add_argument("-o", "--output", required=True, help="where to write the rewritten model")
-    s.add_argument("--ops", help=f"comma-separated subset of {','.join(ALL_OPS)} (default: all)")
+    s.add_argument("--ops", help=f"comma-separated subset of {','.join(ALL_OPS)} (default: all), and with "
+                                 f"--target ort {','.join(ORT_OPS)} (one rule, default on for ort)")
+    s.add_argument("--target", choices=TARGETS, help=TARGET_HELP)
     s.add_argument("--conv", choices=("off", "fallback", "all"),
                    help="which Conv/ConvTranspose to rewrite: off (default, unless --ops names a conv op), "
                         "fallback (only those cuDNN runs poorly: dilated 3-D, odd grouped, asymmetric pads, ...), "
@@ -548,6 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
                              trt-fastops bench model.onnx model.fast.onnx --dim batch=1 --dim sequence=128
                              trt-fastops bench model.onnx --rewrite            # the original and its rewrite
                              trt-fastops bench convnet.onnx --rewrite --conv all --device cuda:1
+                             trt-fastops bench vit.onnx --rewrite --target ort   # + ONNX Runtime contrib ops
 
                            Every model gets the first model's inputs; each row reports p50 / p90 latency, the
                            speedup over the first row and the largest output difference from it. For the model
@@ -557,6 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("models", nargs="+", help="ONNX models with the same inputs; the first is the baseline")
     s.add_argument("--rewrite", action="store_true", help="also time each model after trt-fastops rewrite (in memory)")
     s.add_argument("--conv", choices=("off", "fallback", "all"), help="conv policy for --rewrite (default off)")
+    s.add_argument("--target", choices=TARGETS, help="rewrite target for --rewrite: " + TARGET_HELP)
     _add_run_options(s)
     s.set_defaults(func=_cmd_bench)
 

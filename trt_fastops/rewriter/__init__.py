@@ -23,7 +23,8 @@ runs in ONNX Runtime (our custom-op library) and TensorRT (our plugins); "ort" m
 ONNX Runtime contrib ops (com.microsoft, ORT_OPS) for the parts trt_fastops has no op for,
 where ONNX Runtime's own session fusions would not produce them (bias_gelu.py says why): the
 faster choice for a file that only ONNX Runtime runs. An explicit `ops` list runs only the ops
-it names (ORT_OPS included, "ort" target only).
+it names (ORT_OPS included, "ort" target only; "FastGelu" is an alias of "BiasGelu", whose rule
+emits both).
 
 Convolutions follow a policy, conv= "off" | "fallback" | "all" (conv.py explains the fallback
 rule). By default (conv=None) it is "off", unless `ops` names Conv or ConvTranspose
@@ -49,7 +50,7 @@ from . import (conv_transpose, layer_norm, layer_norm_decomposed, rms_norm, rms_
 from ._common import DOMAIN, ORT_DOMAIN, Recorder, recording
 from ._report import RefusalRecord, RewriteRecord, RewriteReport
 
-__all__ = ["ALL_OPS", "CONV_OPS", "CONV_POLICIES", "MAX_IR_VERSION", "ORT_OPS", "TARGETS", "RewriteError",
+__all__ = ["ALL_OPS", "CONV_OPS", "CONV_POLICIES", "MAX_IR_VERSION", "OP_ALIASES", "ORT_OPS", "TARGETS", "RewriteError",
            "RewriteReport", "RewriteResult", "rewrite", "rewrite_file", "rule_modules"]
 
 ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Attention", "Conv", "ConvTranspose")
@@ -59,6 +60,8 @@ CONV_POLICIES = conv_rules.POLICIES
 #: ONNX Runtime contrib ops (domain com.microsoft) the "ort" target may emit; "BiasGelu" names
 #: the bias_gelu rule, which emits FastGelu for the tanh forms
 ORT_OPS = ("BiasGelu",)
+#: other names accepted in `ops` (FastGelu comes from the same rule as BiasGelu)
+OP_ALIASES = {"FastGelu": "BiasGelu"}
 TARGETS = ("portable", "ort")
 OPSET_VERSION = 1
 #: ONNX Runtime 1.31 reads IR versions up to 13 (onnx 1.23 writes 14 by default).
@@ -173,10 +176,11 @@ def _normalize_ops(ops, default=ALL_OPS) -> list[str]:
         return list(default)
     if isinstance(ops, str):
         ops = [o.strip() for o in ops.split(",") if o.strip()]
-    ops = list(ops)
+    ops = [OP_ALIASES.get(o, o) for o in ops]
     bad = [o for o in ops if o not in known]
     if bad:
-        raise RewriteError(f"unknown op(s) {', '.join(map(repr, bad))}; choose from {', '.join(known)}")
+        raise RewriteError(f"unknown op(s) {', '.join(map(repr, bad))}; choose from {', '.join(known)} "
+                           f"({', '.join(f'{a} = {o}' for a, o in OP_ALIASES.items())})")
     return [o for o in known if o in ops]  # canonical order, no duplicates
 
 
