@@ -5,6 +5,7 @@ checked-valid model; `decomposed` takes graph inputs q, k, v ([B, S, H * D] or, 
 `layout="4d"`, [B, H, S, D]) plus the inputs its mask needs, and has one output "y".
 
     decomposed(...)   MatMul / scale / mask / Softmax / MatMul as exporters write it
+    packed(...)       timm's fused QKV (Linear -> Reshape -> Transpose -> Gather / Split) around it
     onnx_attention()  one ONNX Attention node (opset 23 / 24 / 25)
     mha()             one com.microsoft MultiHeadAttention node
 """
@@ -193,6 +194,68 @@ def _mask(g: GraphBuilder, s: str, mask, B, S, L, fill, mask_shape) -> str:
         s = g.node("Where", [g.input("mask", TensorProto.BOOL, shape), s, g.const(fill)])
         return g.node("Add", [s, g.input("bias", g.onnx_dtype, [1, shape[1], S, L])])
     raise ValueError(f"unknown mask {mask!r}")
+
+
+# ---------------------------------------------------------------------------
+# timm-style fused projection: Linear -> Reshape [B, S, n, H, D] -> Transpose (2, 0, 3, 1, 4) -> slots
+# ---------------------------------------------------------------------------
+def packed(*, batch=2, seq=5, heads=4, head_dim=8, dtype="float32", opset=17, slots="qkv", unbind="gather",
+           scale="q", dynamic=False, bias=True, merge="static", extra_use=None, seed=0) -> onnx.ModelProto:
+    """One attention block of timm's Attention (qkv = Linear(x); reshape; permute; unbind) from the
+    graph input x [B, S, H * D] (symbolic B and S with dynamic=True) to the merged y [B, S, H * D].
+
+    slots: "qkv" (one Linear for all three) or "kv" (q = its own Linear split by Reshape + Transpose,
+      k / v from a packed [B, S, 2 * H * D] Linear, as cross-attention blocks write it).
+    unbind: "gather" (qkv[0], qkv[1], qkv[2] / torch.onnx Gather), "split" (unbind(0) as Split
+      [1, 1, 1] + Squeeze, opset 13+ inputs), "split18" (Split num_outputs, opset 18+).
+    scale: "q" (q * D^-0.5, timm), "sqrt_split" (SDPA: sqrt of the scale on q and on k^T), "div"
+      (scores / sqrt(D)).
+    merge: "static" (Reshape to [B, S, H * D]), "infer" (Reshape to [0, 0, -1]).
+    extra_use: None, "qkv" (the 5-D transposed qkv is also a graph output), "k" (the k slot is).
+    """
+    g = GraphBuilder("packed_attention", dtype=dtype, seed=seed)
+    B, S, H, D = batch, seq, heads, head_dim
+    C = H * D
+    bs = ["batch", "sequence"] if dynamic else [B, S]
+    x = g.input("x", g.onnx_dtype, bs + [C])
+
+    def linear(n_out, name):
+        y = g.node("MatMul", [x, g.weight(f"{name}.weight", (C, n_out), std=1.0 / math.sqrt(C))])
+        return g.node("Add", [y, g.weight(f"{name}.bias", (n_out,), std=0.1)]) if bias else y
+
+    n = 3 if slots == "qkv" else 2
+    lead = [0, 0] if dynamic else [B, S]
+    qkv = g.node("Transpose", [g.node("Reshape", [linear(n * C, "qkv" if n == 3 else "kv"),
+                                                  g.ints(lead + [n, H, D])])], perm=[2, 0, 3, 1, 4])
+    if unbind == "gather":
+        parts = [g.node("Gather", [qkv, g.const(j, np.int64)], axis=0) for j in range(n)]
+    elif unbind in ("split", "split18"):
+        if unbind == "split18":
+            sp = g.node("Split", [qkv], outputs=n, axis=0, num_outputs=n)
+        else:
+            sp = g.node("Split", [qkv, g.ints([1] * n)], outputs=n, axis=0)
+        parts = [g.node("Squeeze", [p, g.ints([0])]) for p in sp]
+    else:
+        raise ValueError(f"unknown unbind {unbind!r}")
+    if n == 3:
+        q, k, v = parts
+    else:
+        k, v = parts
+        q = g.node("Transpose", [g.node("Reshape", [linear(C, "q"), g.ints(lead + [H, D])])], perm=[0, 2, 1, 3])
+    kT = g.node("Transpose", [k], perm=[0, 1, 3, 2])
+    sc = D ** -0.5
+    if scale == "q":
+        q = g.node("Mul", [q, g.const(sc)])
+    elif scale == "sqrt_split":
+        q = g.node("Mul", [q, g.const(math.sqrt(sc))])
+        kT = g.node("Mul", [kT, g.const(math.sqrt(sc))])
+    s = g.node("MatMul", [q, kT])
+    if scale == "div":
+        s = g.node("Div", [s, g.const(math.sqrt(D))])
+    ctx = g.node("Transpose", [g.node("MatMul", [g.node("Softmax", [s], axis=-1), v])], perm=[0, 2, 1, 3])
+    y = _rename(g, g.node("Reshape", [ctx, g.ints(lead + [C] if merge == "static" else [0, 0, -1])]), "y")
+    extra = {"qkv": [qkv], "k": [k]}.get(extra_use, [])
+    return _finish(g, y, opset, extra_outputs=extra)
 
 
 # ---------------------------------------------------------------------------

@@ -193,6 +193,108 @@ def test_decomposed_float16():
     check_same_numbers(m, result)
 
 
+# ---------------------------------------------------------------------------
+# attention_decomposed on timm's packed QKV (Linear -> Reshape -> Transpose(2, 0, 3, 1, 4) -> slots)
+# ---------------------------------------------------------------------------
+# kwargs -> op types left around the Attention (besides Constants)
+PACKED = {
+    "timm_gather": ({}, ["MatMul", "Add", "Split"]),
+    "unbind_split_squeeze": ({"unbind": "split"}, ["MatMul", "Add", "Split"]),
+    "unbind_split_num_outputs": ({"unbind": "split18", "opset": 18}, ["MatMul", "Add", "Split"]),
+    "sdpa_sqrt_split": ({"scale": "sqrt_split"}, ["MatMul", "Add", "Split"]),
+    "scale_div": ({"scale": "div"}, ["MatMul", "Add", "Split"]),
+    "merge_0_0_minus1": ({"merge": "infer"}, ["MatMul", "Add", "Split"]),
+    "no_bias": ({"bias": False}, ["MatMul", "Split"]),
+    "opset11_split_attribute": ({"opset": 11}, ["MatMul", "Add", "Split"]),
+    "packed_kv_separate_q": ({"slots": "kv"}, ["MatMul", "Add", "MatMul", "Add", "Split"]),
+    "heads_2_dim_16": ({"heads": 2, "head_dim": 16}, ["MatMul", "Add", "Split"]),
+}
+
+
+def _packed_split(model):
+    (split,) = [n for n in model.graph.node if n.op_type == "Split"]
+    return split
+
+
+@pytest.mark.parametrize("kw,left", PACKED.values(), ids=PACKED.keys())
+def test_packed_qkv_3d(kw, left):
+    m = P.packed(**kw)
+    result, node = rewrote_one(m, "attention_decomposed")
+    heads, d = kw.get("heads", 4), kw.get("head_dim", 8)
+    a = attrs(node)
+    assert a["q_num_heads"] == a["kv_num_heads"] == heads
+    assert a["scale"] == pytest.approx(d ** -0.5, rel=1e-6)
+    assert sorted(t for t in op_types(result.model) if t != "Attention") == sorted(left)
+    assert node.output[0] == "y"  # the merge Reshape / Transpose are gone
+    split = _packed_split(result.model)
+    n = 2 if kw.get("slots") == "kv" else 3
+    assert attrs(split)["axis"] == 2 and len(split.output) == n
+    sizes = attrs(split).get("split")
+    if sizes is None:  # opset 13+: an input
+        sizes = [int(x) for x in onnx.numpy_helper.to_array(
+            next(c for c in result.model.graph.node if c.output[0] == split.input[1]).attribute[0].t)]
+    assert list(sizes) == [heads * d] * n
+    if n == 3:
+        assert list(node.input) == list(split.output)
+    else:  # q: the separate projection (its plain head split); k, v: the packed slots
+        assert list(node.input[1:]) == list(split.output) and node.input[0] not in split.output
+    rec = result.report.rewrites[0]
+    assert rec.details["form"] == "3d" and "split once on its last axis" in rec.details["packed"]
+    assert "split once on its last axis" in result.report.to_text()
+    check_same_numbers(m, result)
+    assert_idempotent(result)
+
+
+def test_packed_qkv_float16():
+    m = P.packed(dtype="float16")
+    result, node = rewrote_one(m, "attention_decomposed")
+    assert attrs(node)["q_num_heads"] == 4 and "Transpose" not in op_types(result.model)
+    check_same_numbers(m, result)
+
+
+def test_packed_qkv_dynamic_batch_and_sequence():
+    m = P.packed(dynamic=True)
+    result, node = rewrote_one(m, "attention_decomposed")
+    assert sorted(op_types(result.model)) == ["Add", "Attention", "MatMul", "Split"]
+    onnx.checker.check_model(result.model, full_check=True)
+    for b, s in [(1, 3), (3, 7)]:
+        x = np.random.default_rng(b).standard_normal((b, s, 32)).astype(np.float32)
+        (ref,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+        assert_close(custom_op_session(result.model).run(None, {"x": x}), [ref], np.float32)
+        assert_close(run_reference(result.model, {"x": x}), [ref], np.float32)
+
+
+@pytest.mark.parametrize("extra_use", ["qkv", "k"])
+def test_packed_qkv_used_elsewhere_takes_the_4d_form(extra_use):
+    """A Split would copy the projection while the 5-D Transpose stays for the other user: the
+    4-D form reads the slots as they are instead."""
+    m = P.packed(extra_use=extra_use)
+    result, node = rewrote_one(m, "attention_decomposed")
+    assert result.report.rewrites[0].details["form"] == "4d" and "q_num_heads" not in attrs(node)
+    assert "Split" not in op_types(result.model) and op_types(result.model).count("Gather") == 3
+    check_same_numbers(m, result)
+
+
+def test_vit_block_has_no_head_transposes():
+    """models/ ViT (timm export): per layer one Split feeds the Attention and its 3-D output goes
+    straight into the projection; the only Reshape / Transpose left are the patch embedding's."""
+    original = B.build("vit_tiny")
+    result = rewrite(original)
+    counts = collections.Counter(op_types(result.model))
+    layers = 2
+    assert counts["Attention"] == counts["Split"] == layers
+    assert counts["Transpose"] == counts["Reshape"] == 1 and counts["Gather"] == 0, counts
+    for node in ours(result.model):
+        if node.op_type == "Attention":
+            split = next(n for n in result.model.graph.node if n.output and n.output[0] == node.input[0])
+            assert split.op_type == "Split" and list(node.input) == list(split.output)
+            user = next(n for n in result.model.graph.node if node.output[0] in n.input)
+            assert user.op_type == "MatMul"  # attn.proj
+    feeds = B.example_inputs(original)
+    ref = ort.InferenceSession(original.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert_close(custom_op_session(result.model).run(None, feeds), ref, np.float32)
+
+
 def test_decomposed_report_text():
     result = rewrite(P.decomposed(kv_heads=2, mask="causal_where"), ops=["Attention"])
     text = result.report.to_text()
@@ -366,7 +468,7 @@ ATTENTION_MODELS = {
     "llama_tiny_gqa": ("4d", True, 2),
     "llama_tiny_gqa_norope": ("3d", True, 2),
     "llama_tiny_attention_op": ("3d", True, 2),
-    "vit_tiny": ("4d", False, 4),
+    "vit_tiny": ("3d", False, 4),   # timm's packed QKV: one Split of the projection feeds the 3-D form
 }
 
 

@@ -30,6 +30,8 @@ class RewriteRecord:
             extra.append(f"{self.details['activation']} folded in")
         if self.details.get("form"):
             extra.append(f"{self.details['form'].upper()} Q/K/V")
+        if self.details.get("packed"):
+            extra.append(self.details["packed"])
         if self.details.get("causal"):
             extra.append("causal mask -> is_causal=1")
         if self.details.get("gqa"):

@@ -16,8 +16,18 @@
 
 Heads: Q' = Transpose(Reshape(q, [B, S, H, D]), [0, 2, 1, 3]) (a plain head split) for Q, K and
 V together with the merge above give the 3-D form: the op reads q / k / v [B, S, H * D] with
-q_num_heads / kv_num_heads, and none of the Reshape / Transpose copies remain. Anything else
-(rotary embeddings, a fused QKV Gather, ...) gives the 4-D form: the op reads the 4-D values
+q_num_heads / kv_num_heads, and none of the Reshape / Transpose copies remain. A packed
+projection split timm-style also gives the 3-D form:
+
+    qkv = Transpose(Reshape(x, [B, S, n, H, D]), [2, 0, 3, 1, 4])   x [B, S, n * H * D], n = 2 or 3
+    q, k, v = Gather(qkv, 0 / 1 / 2, axis=0)                         or Squeeze(Split(qkv, axis=0), 0)
+
+slot j of x is x[..., j*H*D:(j+1)*H*D], so one Split of x on its last axis feeds the op (the op
+takes each of Q / K / V as its own tensor, with no offset into a shared one, so a Split it is:
+one pass over x, where ONNX Runtime otherwise runs the 5-D Transpose or, after moving it past
+the Gathers, three 4-D ones, and one more for the merge). Only when the 5-D Transpose dies with
+the rewrite; otherwise the 4-D form reads the Gathers as they are.
+Anything else (rotary embeddings, ...) gives the 4-D form: the op reads the 4-D values
 (a Transpose is emitted where only a differently laid out one exists). K^T may be one
 Transpose [0, 2, 3, 1] of the split K or two. GQA repeat_kv
 Reshape(Expand(Unsqueeze(k, 2), [B, Hkv, n_rep, S, D]), [B, Hkv * n_rep, S, D]) on both K and V is
@@ -66,13 +76,23 @@ _SCORE_OPS = ("Cast", "Add", "Mul", "Div", "Where", "Tanh")
 # the plan
 # ---------------------------------------------------------------------------
 @dataclasses.dataclass
+class Packed:
+    """Slot `slot` of `n` of a packed x [B, S, n * H * D] (timm's fused QKV)."""
+    x: ir.Value
+    slot: int
+    n: int
+    nodes: list                     # Reshape, Transpose, Gather / Split + Squeeze: die with the rewrite
+
+
+@dataclasses.dataclass
 class Heads:
     """Q, K or V as the op takes it."""
     base: ir.Value                  # transpose(base, perm) is the 4-D [B, H, S, D] value
     perm: list[int]
     src3: ir.Value | None = None    # the 3-D [B, S, H * D] value when it is a plain head split
-    heads3: int | None = None       # H of that split
+    heads3: int | None = None       # H of that split (or of the packed slice)
     repeat: int = 1                 # GQA n_rep undone (1: none)
+    packed: Packed | None = None    # a slice of a packed [B, S, n * H * D] projection
 
     @property
     def identity(self) -> bool:
@@ -258,6 +278,65 @@ def _split3(base: ir.Value, perm: list[int], nodes: list) -> tuple[ir.Value, int
     return x3, s_out[2]
 
 
+PACKED_PERM = [2, 0, 3, 1, 4]
+
+
+def _const_ints(node: ir.Node, name: str, index: int) -> list[int] | None:
+    """An ints attribute, or (newer opsets) the constant input at `index`."""
+    if name in node.attributes:
+        return [int(a) for a in node.attributes.get_ints(name)]
+    arr = const_array(node.inputs[index]) if len(node.inputs) > index else None
+    return None if arr is None else [int(a) for a in arr.reshape(-1)]
+
+
+def _slot_of(base: ir.Value) -> tuple[ir.Value, int, list] | None:
+    """(qkv, j, nodes) when base is slot j along axis 0 of the 5-D qkv: Gather(qkv, j, axis=0) with a
+    scalar constant j, or Squeeze(Split(qkv, axis=0) output j, axes=[0]) with parts of one."""
+    gather = _producer(base, "Gather")
+    if gather is not None:
+        idx = const_array(gather.inputs[1])
+        if gather.attributes.get_int("axis", 0) != 0 or idx is None or idx.ndim != 0:
+            return None
+        return gather.inputs[0], int(idx), [gather]
+    squeeze = _producer(base, "Squeeze")
+    if squeeze is None or _const_ints(squeeze, "axes", 1) not in ([0], [-5]):
+        return None
+    split = _producer(squeeze.inputs[0], "Split")
+    if split is None or split.attributes.get_int("axis", 0) not in (0, -5):
+        return None
+    parts = [shape_of(o) for o in split.outputs]
+    if any(p is None or len(p) != 5 or p[0] != 1 for p in parts):
+        return None
+    return split.inputs[0], list(split.outputs).index(squeeze.inputs[0]), [squeeze, split]
+
+
+def _packed(base: ir.Value, perm: list[int]) -> tuple[Packed, int] | None:
+    """(slice, H) when transpose(base, perm) is one slot of Transpose(Reshape(x, [B, S, n, H, D]),
+    [2, 0, 3, 1, 4]) with a 3-D x [B, S, n * H * D]."""
+    if perm != list(range(4)) or _rank(base) != 4:
+        return None
+    found = _slot_of(base)
+    if found is None:
+        return None
+    qkv, slot, nodes = found
+    transpose = _producer(qkv, "Transpose")
+    if transpose is None or _perm_of(transpose, 5) != PACKED_PERM:
+        return None
+    reshape = _producer(transpose.inputs[0], "Reshape")
+    if reshape is None:
+        return None
+    x = reshape.inputs[0]
+    s_in, s_out = shape_of(x), shape_of(reshape.outputs[0])
+    if s_in is None or s_out is None or len(s_in) != 3 or len(s_out) != 5 or not _int_dims(s_out[2:]):
+        return None
+    if not _reshape_ok(reshape, s_in, s_out, 2):
+        return None
+    n, heads = s_out[2], s_out[3]
+    if not -n <= slot < n:
+        return None
+    return Packed(x, slot % n, n, nodes + [transpose, reshape]), heads
+
+
 def _unrepeat(x: ir.Value, nodes: list) -> tuple[ir.Value, int] | None:
     """(k, n_rep) when x is repeat_kv(k): Reshape(Expand(Unsqueeze(k, 2), [B, Hkv, n_rep, S, D]),
     [B, Hkv * n_rep, S, D]), or Expand(k) of a one-head k (MQA)."""
@@ -317,6 +396,11 @@ def _heads(v: ir.Value, nodes: list, *, scales: bool, key: bool = False,
     split = _split3(h.base, h.perm, nodes)
     if split is not None:
         h.src3, h.heads3 = split
+    elif h.repeat == 1:
+        packed = _packed(h.base, h.perm)
+        if packed is not None:
+            h.packed, h.heads3 = packed
+            nodes += packed[0].nodes
     return h, factor
 
 
@@ -643,20 +727,32 @@ class DecomposedAttention(NormRule):
             heads = (plan.q, plan.k, plan.v)
             if not _merge_ok(y.producer(), merged.producer()):
                 raise NotMine("the output is not merged by a plain Transpose + Reshape")
-            if any(h.src3 is None for h in heads):
-                raise NotMine("Q, K or V is not a plain head split; the 4-D form takes it")
+            if any(h.src3 is None and h.packed is None for h in heads):
+                raise NotMine("Q, K or V is neither a plain head split nor a slice of a packed projection; "
+                              "the 4-D form takes it")
             if plan.k.heads3 != plan.v.heads3:
                 raise NotMine("K and V split into different head counts")
             if plan.q.heads3 % plan.k.heads3:
                 raise Refuse(f"{plan.q.heads3} query heads are not a multiple of {plan.k.heads3} kv heads", root)
         self._plan = plan
         heads = (plan.q, plan.k, plan.v)
-        reads = {h.src3 if self.form == "3d" else h.base for h in heads}
+        reads = {(h.packed.x if h.packed else h.src3) if self.form == "3d" else h.base for h in heads}
         side = {n for n in plan.side if not any(o in reads for o in n.outputs)}
+        dead = _dead(side, set(plan.core) | set(context.nodes))
+        packed = [h.packed for h in heads if h.packed is not None] if self.form == "3d" else []
+        for pk in packed:
+            kept = [n for n in pk.nodes if n not in dead]
+            if kept:  # a Split would copy x and the Transpose would stay: the 4-D form reads the slices
+                raise NotMine(f"{describe(kept[0])} of the packed projection {describe(pk.x)} is used outside "
+                              "this attention; the 4-D form takes it")
         self.absorb(*[n for n in plan.core if n is not root])
-        self.absorb(*_dead(side, set(plan.core) | set(context.nodes)))
+        self.absorb(*dead)
         details = {k: v for k, v in plan.notes.items()}
         details["form"] = self.form
+        if packed:
+            n = {pk.n for pk in packed}
+            details["packed"] = (f"packed {'QKV' if n == {3} else 'projection'} "
+                                 f"{fmt_shape(shape_of(packed[0].x))} split once on its last axis")
         if plan.causal:
             details["causal"] = True
         self.note(**details)
@@ -671,6 +767,27 @@ class DecomposedAttention(NormRule):
         if h.identity:
             return h.base
         return self._std(op, "Transpose", [h.base], perm=h.perm)
+
+    def _three_d(self, op, heads) -> list[ir.Value]:
+        """The 3-D inputs; one Split on the last axis per packed projection."""
+        splits: dict = {}
+        out = []
+        for h in heads:
+            if h.packed is None:
+                out.append(h.src3)
+                continue
+            pk = h.packed
+            if pk.x not in splits:
+                width = shape_of(pk.x)[2] // pk.n
+                sizes = np.full(pk.n, width, dtype=np.int64)
+                if self._context is None or _opset(self._context.root) >= 13:
+                    sizes_value = self._std(op, "Constant", [], value=ir.tensor(sizes))
+                    parts = self._std(op, "Split", [pk.x, sizes_value], axis=2, _outputs=pk.n)
+                else:
+                    parts = self._std(op, "Split", [pk.x], axis=2, split=[int(d) for d in sizes], _outputs=pk.n)
+                splits[pk.x] = list(parts) if isinstance(parts, (list, tuple)) else [parts]
+            out.append(splits[pk.x][pk.slot])
+        return out
 
     def _mask(self, op, plan: Plan):
         masks = plan.masks
@@ -704,7 +821,7 @@ class DecomposedAttention(NormRule):
         if plan.softcap:
             attrs["softcap"] = float(plan.softcap)
         if self.form == "3d":
-            inputs = [plan.q.src3, plan.k.src3, plan.v.src3]
+            inputs = self._three_d(op, (plan.q, plan.k, plan.v))
             attrs["q_num_heads"] = int(plan.q.heads3)
             attrs["kv_num_heads"] = int(plan.k.heads3)
         else:
