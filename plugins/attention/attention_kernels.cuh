@@ -110,14 +110,6 @@ __device__ __forceinline__ void load_tile(T* smem, const T* __restrict__ src, in
   }
 }
 
-__device__ __forceinline__ float load_mask_value(const FlashArgs& a, const void* row_ptr, int64_t idx) {
-  switch (a.mask_dtype) {
-    case 0: return static_cast<const float*>(row_ptr)[idx];
-    case 1: return __half2float(static_cast<const __half*>(row_ptr)[idx]);
-    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(row_ptr)[idx]);
-  }
-}
-
 // ---------------------------------------------------------------------------
 // Pieces shared by the sm80 (mma.sync) and Hopper (wgmma) kernels. Both hold
 // scores and outputs in the m16n8 accumulator layout: per warp, tiles of 16
@@ -179,39 +171,52 @@ __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const Flas
   }
   const bool need_mask = MASKED || n0 + NT * 8 > a.kv_len || (a.causal && n0 + NT * 8 - 1 > warp_m0 + a.causal_offset);
   if (!need_mask) return;
+  // Bounds and the causal frontier: keys past `last` are masked.
+  auto frontier = [&](auto mask_value) {
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      const int row = warp_m0 + mt * 16 + g + hr * 8;
-      // Keys past `last` are masked: out of range, or after the causal frontier.
-      const int last = a.causal ? int(min(int64_t(row) + a.causal_offset, int64_t(a.kv_len) - 1)) : a.kv_len - 1;
-      const unsigned char* mrow = nullptr;
-      if constexpr (MASKED) {
-        const int row_c = row < a.q_len ? row : a.q_len - 1;  // rows past q_len are never stored
-        const int elem_bytes = a.mask_kind == 2 ? (a.mask_dtype == 0 ? 4 : 2) : 1;
-        mrow = static_cast<const unsigned char*>(a.mask) + elem_bytes * (w.b * a.m_sb + w.h * a.m_sh + row_c * a.m_sq);
-      }
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = warp_m0 + mt * 16 + g + hr * 8;
+        int last = a.causal ? int(min(int64_t(row) + a.causal_offset, int64_t(a.kv_len) - 1)) : a.kv_len - 1;
+        [[maybe_unused]] const unsigned char* mrow = nullptr;
+        if constexpr (MASKED) {
+          if (a.mask_kv_len - 1 < last) last = int(a.mask_kv_len - 1);  // a short mask pads with "masked"
+          const int row_c = row < a.q_len ? row : a.q_len - 1;         // rows past q_len are never stored
+          const int elem_bytes = a.mask_kind == 2 ? (a.mask_dtype == 0 ? 4 : 2) : 1;
+          mrow = static_cast<const unsigned char*>(a.mask) + elem_bytes * (w.b * a.m_sb + w.h * a.m_sh + row_c * a.m_sq);
+        }
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
+        for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = n0 + nt * 8 + 2 * t + e;
-          float& sv = s[mt][nt][hr * 2 + e];
-          if (key > last) {
-            sv = NEG_INF;
-          } else if constexpr (MASKED) {
-            if (key >= a.mask_kv_len) {
-              sv = NEG_INF;
-            } else if (a.mask_kind == 1) {
-              if (mrow[key * a.m_sk] == 0) sv = NEG_INF;
+          for (int e = 0; e < 2; ++e) {
+            const int key = n0 + nt * 8 + 2 * t + e;
+            float& sv = s[mt][nt][hr * 2 + e];
+            if constexpr (MASKED) {
+              // Unconditional loads at a clamped key (no branch around them), so all of
+              // the block's mask loads are in flight at once; then one select.
+              const float mv = mask_value(mrow, int64_t(min(key, last > 0 ? last : 0)) * a.m_sk);
+              sv = key > last ? NEG_INF : sv + mv;
             } else {
-              sv += load_mask_value(a, mrow, key * a.m_sk) * LOG2E;
+              if (key > last) sv = NEG_INF;
             }
           }
         }
       }
     }
+  };
+  if constexpr (!MASKED) {
+    frontier(0);
+  } else if (a.mask_kind == 1) {  // bool: 0 or -inf added
+    frontier([](const unsigned char* m, int64_t i) { return m[i] != 0 ? 0.f : NEG_INF; });
+  } else if (a.mask_dtype == 0) {  // additive, to log2 units
+    frontier([](const unsigned char* m, int64_t i) { return reinterpret_cast<const float*>(m)[i] * LOG2E; });
+  } else if (a.mask_dtype == 1) {
+    frontier([](const unsigned char* m, int64_t i) { return __half2float(reinterpret_cast<const __half*>(m)[i]) * LOG2E; });
+  } else {
+    frontier([](const unsigned char* m, int64_t i) {
+      return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(m)[i]) * LOG2E;
+    });
   }
 }
 
