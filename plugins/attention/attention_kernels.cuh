@@ -173,36 +173,68 @@ __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const Flas
   if (!need_mask) return;
   // Bounds and the causal frontier: keys past `last` are masked.
   auto frontier = [&](auto mask_value) {
+    int last[MT][2];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) {
         const int row = warp_m0 + mt * 16 + g + hr * 8;
-        int last = a.causal ? int(min(int64_t(row) + a.causal_offset, int64_t(a.kv_len) - 1)) : a.kv_len - 1;
-        [[maybe_unused]] const unsigned char* mrow = nullptr;
-        if constexpr (MASKED) {
-          if (a.mask_kv_len - 1 < last) last = int(a.mask_kv_len - 1);  // a short mask pads with "masked"
-          const int row_c = row < a.q_len ? row : a.q_len - 1;         // rows past q_len are never stored
-          const int elem_bytes = a.mask_kind == 2 ? (a.mask_dtype == 0 ? 4 : 2) : 1;
-          mrow = static_cast<const unsigned char*>(a.mask) + elem_bytes * (w.b * a.m_sb + w.h * a.m_sh + row_c * a.m_sq);
-        }
+        last[mt][hr] = a.causal ? int(min(int64_t(row) + a.causal_offset, int64_t(a.kv_len) - 1)) : a.kv_len - 1;
+        if (MASKED && a.mask_kv_len - 1 < last[mt][hr]) last[mt][hr] = int(a.mask_kv_len - 1);  // short mask: padded as masked
+      }
+    if constexpr (MASKED) {
+      const int64_t head = w.b * a.m_sb + w.h * a.m_sh;
+      const int elem_bytes = a.mask_kind == 2 ? (a.mask_dtype == 0 ? 4 : 2) : 1;
+      const int key_cap = int(a.mask_kv_len - 1);  // >= 0: a block is visited only below mask_kv_len
+      if (a.m_sq == 0) {
+        // One mask row for every query (key padding): each value is loaded once and
+        // applied to all of this thread's rows.
+        const unsigned char* mrow = static_cast<const unsigned char*>(a.mask) + elem_bytes * head;
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int key = n0 + nt * 8 + 2 * t + e;
-            float& sv = s[mt][nt][hr * 2 + e];
-            if constexpr (MASKED) {
-              // Unconditional loads at a clamped key (no branch around them), so all of
-              // the block's mask loads are in flight at once; then one select.
-              const float mv = mask_value(mrow, int64_t(min(key, last > 0 ? last : 0)) * a.m_sk);
-              sv = key > last ? NEG_INF : sv + mv;
-            } else {
-              if (key > last) sv = NEG_INF;
-            }
+            const float mv = mask_value(mrow, int64_t(min(key, key_cap)) * a.m_sk);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int hr = 0; hr < 2; ++hr) {
+                float& sv = s[mt][nt][hr * 2 + e];
+                sv = key > last[mt][hr] ? NEG_INF : sv + mv;
+              }
           }
-        }
+        return;
       }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          const int row = warp_m0 + mt * 16 + g + hr * 8;
+          const int row_c = row < a.q_len ? row : a.q_len - 1;  // rows past q_len are never stored
+          const unsigned char* mrow = static_cast<const unsigned char*>(a.mask) + elem_bytes * (head + row_c * a.m_sq);
+          // Unconditional loads at a clamped key (no branch around them), so all of
+          // the row's mask loads are in flight at once; then one select each.
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = n0 + nt * 8 + 2 * t + e;
+              const float mv = mask_value(mrow, int64_t(min(key, key_cap)) * a.m_sk);
+              float& sv = s[mt][nt][hr * 2 + e];
+              sv = key > last[mt][hr] ? NEG_INF : sv + mv;
+            }
+        }
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (n0 + nt * 8 + 2 * t + e > last[mt][hr]) s[mt][nt][hr * 2 + e] = NEG_INF;
     }
   };
   if constexpr (!MASKED) {
