@@ -178,6 +178,10 @@ cudaError_t launch_attention_hopper(const AttentionParams& p, int variant, bool 
       return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED) {
         using CFG = typename decltype(cfg)::type;
         if constexpr (is_warp_specialised<CFG>) {
+          if constexpr (MASKED.value) {
+            if (p.mask_stride_q == 0)  // key padding: one mask row for every query
+              return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, true, true>>(p, stream, maps);
+          }
           return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, MASKED.value>>(p, stream, maps);
         } else {
           return launch_kernel<CFG, flash_fwd_hopper_kernel<T, CFG, MASKED.value>>(p, stream);

@@ -65,7 +65,9 @@ struct HopperWsConfig {
 // Persistent: CTA c runs tiles c, c + gridDim.x, ... (block_work's order: a
 // head's query blocks together, heaviest first). The K/V ring and the Q
 // buffer keep their barrier phases across tiles.
-template <typename T, typename CFG, bool MASKED>
+// KEY_ROW (with MASKED): the mask has one row for every query (key padding),
+// loaded per key block while the S product runs.
+template <typename T, typename CFG, bool MASKED, bool KEY_ROW = false>
 __global__ void __launch_bounds__(CFG::THREADS, 1)
     flash_fwd_ws_kernel(const __grid_constant__ FlashArgs a, const __grid_constant__ TmaMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -174,10 +176,23 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
     if constexpr (CFG::PING_PONG) {
       if (cg == CONSUMERS - 1) named_barrier_arrive(1, 256);
     }
+    // Key-padding masks (one mask row for all queries) are loaded while S runs.
+    constexpr bool key_row = MASKED && KEY_ROW;
+    KeyRowMask<NT> km;
+    BlockWork w_cur{};
+    auto prepare = [&](float (&s)[1][NT][4], int n0) {
+      if constexpr (key_row) {
+        scale_scores<1, NT>(s, a, w_cur);
+        apply_key_row_mask<1, NT>(s, km, a, w_cur.m0 + warp_row0, n0, g, t);
+      } else {
+        prepare_scores<1, NT, MASKED>(s, a, w_cur, w_cur.m0 + warp_row0, n0, g, t);
+      }
+    };
 
     int kv = 0, it = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++it) {
-      const BlockWork w = block_work<BM, BN, MASKED>(a, tile);
+      w_cur = block_work<BM, BN, MASKED>(a, tile);
+      const BlockWork& w = w_cur;
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;
       row_max[0][0] = row_max[0][1] = NEG_INF;
@@ -198,11 +213,12 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
         issue_s(s, st);
         wgmma_commit();
         turn_end();
+        if constexpr (key_row) load_key_row_mask<NT>(km, a, w, 0, t);
         wgmma_wait<0>();
         pin_registers<NT>(s[0]);
         release(k_empty + st);
         if (w.n_blocks == 1) release(q_empty);  // the next tile's Q may land now
-        prepare_scores<1, NT, MASKED>(s, a, w, w.m0 + warp_row0, 0, g, t);
+        prepare(s, 0);
         softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
         pack_p<T, 1, NT>(s, ap);
 
@@ -223,11 +239,12 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
           issue_pv(ap, pst);
           wgmma_commit();
           turn_end();
+          if constexpr (key_row) load_key_row_mask<NT>(km, a, w, nb * BN, t);  // overlaps the S product
           wgmma_wait<1>();  // S_nb has landed; P_{nb-1} V_{nb-1} may still run
           pin_registers<NT>(s[0]);
           release(k_empty + st);
           if (nb == w.n_blocks - 1) release(q_empty);
-          prepare_scores<1, NT, MASKED>(s, a, w, w.m0 + warp_row0, nb * BN, g, t);
+          prepare(s, nb * BN);
           softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);
           wgmma_wait<0>();
           pin_registers<DT>(o[0]);

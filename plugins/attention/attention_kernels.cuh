@@ -152,23 +152,90 @@ __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
   return w;
 }
 
-// Scores of one key block: to log2 units when needed, then every mask.
-// warp_m0: query row of the warp's first fragment row; n0: first key of the block.
-template <int MT, int NT, bool MASKED>
-__device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const FlashArgs& a, const BlockWork& w,
-                                               int warp_m0, int n0, int g, int t) {
-  if (!w.raw_scores) {
-    const float cap_log2 = a.softcap * LOG2E;
+// Scores to log2 units when the kernel can't fold the scale into the
+// exponent (softcap, additive mask). The softcap test is uniform: outside the
+// loop, so the plain case never evaluates tanhf.
+template <int MT, int NT>
+__device__ __forceinline__ void scale_scores(float (&s)[MT][NT][4], const FlashArgs& a, const BlockWork& w) {
+  if (w.raw_scores) return;
+  auto each = [&](auto f) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float x = s[mt][nt][e];
-          s[mt][nt][e] = a.softcap > 0.f ? cap_log2 * tanhf(x * a.scale_softcap) : x * a.scale_log2;
-        }
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = f(s[mt][nt][e]);
+  };
+  if (a.softcap > 0.f) {
+    const float cap_log2 = a.softcap * LOG2E, inv_cap = a.scale_softcap;
+    each([&](float x) { return cap_log2 * tanhf(x * inv_cap); });
+  } else {
+    const float scale = a.scale_log2;
+    each([&](float x) { return x * scale; });
   }
+}
+
+// A key-padding mask (one mask row for every query: m_sq == 0) for one key
+// block: this thread's keys' values in log2 units (bool: 0 or -inf). Loaded
+// before the block's scores are ready, so the loads overlap the S product.
+template <int NT>
+struct KeyRowMask {
+  float v[NT][2];
+};
+
+template <int NT>
+__device__ __forceinline__ void load_key_row_mask(KeyRowMask<NT>& km, const FlashArgs& a, const BlockWork& w, int n0,
+                                                  int t) {
+  const int64_t head = w.b * a.m_sb + w.h * a.m_sh;
+  const int key_cap = int(a.mask_kv_len - 1);  // >= 0: a block is visited only below mask_kv_len
+  auto each = [&](auto value) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) km.v[nt][e] = value(head + int64_t(min(n0 + nt * 8 + 2 * t + e, key_cap)) * a.m_sk);
+  };
+  if (a.mask_kind == 1) {
+    const auto* m = static_cast<const unsigned char*>(a.mask);
+    each([&](int64_t i) { return m[i] != 0 ? 0.f : NEG_INF; });
+  } else if (a.mask_dtype == 0) {
+    const auto* m = static_cast<const float*>(a.mask);
+    each([&](int64_t i) { return m[i] * LOG2E; });
+  } else if (a.mask_dtype == 1) {
+    const auto* m = static_cast<const __half*>(a.mask);
+    each([&](int64_t i) { return __half2float(m[i]) * LOG2E; });
+  } else {
+    const auto* m = static_cast<const __nv_bfloat16*>(a.mask);
+    each([&](int64_t i) { return __bfloat162float(m[i]) * LOG2E; });
+  }
+}
+
+// Applies a prefetched key-row mask and the bounds / causal frontier.
+template <int MT, int NT>
+__device__ __forceinline__ void apply_key_row_mask(float (&s)[MT][NT][4], const KeyRowMask<NT>& km, const FlashArgs& a,
+                                                   int warp_m0, int n0, int g, int t) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int row = warp_m0 + mt * 16 + g + hr * 8;
+      int last = a.causal ? int(min(int64_t(row) + a.causal_offset, int64_t(a.kv_len) - 1)) : a.kv_len - 1;
+      if (a.mask_kv_len - 1 < last) last = int(a.mask_kv_len - 1);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& sv = s[mt][nt][hr * 2 + e];
+          sv = n0 + nt * 8 + 2 * t + e > last ? NEG_INF : sv + km.v[nt][e];
+        }
+    }
+}
+
+// Scores of one key block: to log2 units when needed, then every mask.
+// warp_m0: query row of the warp's first fragment row; n0: first key of the block.
+template <int MT, int NT, bool MASKED>
+__device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const FlashArgs& a, const BlockWork& w,
+                                               int warp_m0, int n0, int g, int t) {
+  scale_scores<MT, NT>(s, a, w);
   const bool need_mask = MASKED || n0 + NT * 8 > a.kv_len || (a.causal && n0 + NT * 8 - 1 > warp_m0 + a.causal_offset);
   if (!need_mask) return;
   // Bounds and the causal frontier: keys past `last` are masked.
