@@ -175,6 +175,15 @@ __device__ __forceinline__ void scale_scores(float (&s)[MT][NT][4], const FlashA
   }
 }
 
+// The last key query row `row` may see: bounds, the causal frontier and (MASKED)
+// the end of a short mask, which pads with "masked".
+template <bool MASKED>
+__device__ __forceinline__ int last_visible_key(const FlashArgs& a, int row) {
+  int last = a.causal ? int(min(int64_t(row) + a.causal_offset, int64_t(a.kv_len) - 1)) : a.kv_len - 1;
+  if (MASKED && a.mask_kv_len - 1 < last) last = int(a.mask_kv_len - 1);
+  return last;
+}
+
 // A key-padding mask (one mask row for every query: m_sq == 0) for one key
 // block: this thread's keys' values in log2 units (bool: 0 or -inf). Loaded
 // before the block's scores are ready, so the loads overlap the S product.
@@ -217,9 +226,7 @@ __device__ __forceinline__ void apply_key_row_mask(float (&s)[MT][NT][4], const 
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-      const int row = warp_m0 + mt * 16 + g + hr * 8;
-      int last = a.causal ? int(min(int64_t(row) + a.causal_offset, int64_t(a.kv_len) - 1)) : a.kv_len - 1;
-      if (a.mask_kv_len - 1 < last) last = int(a.mask_kv_len - 1);
+      const int last = last_visible_key<true>(a, warp_m0 + mt * 16 + g + hr * 8);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -244,11 +251,7 @@ __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const Flas
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int hr = 0; hr < 2; ++hr) {
-        const int row = warp_m0 + mt * 16 + g + hr * 8;
-        last[mt][hr] = a.causal ? int(min(int64_t(row) + a.causal_offset, int64_t(a.kv_len) - 1)) : a.kv_len - 1;
-        if (MASKED && a.mask_kv_len - 1 < last[mt][hr]) last[mt][hr] = int(a.mask_kv_len - 1);  // short mask: padded as masked
-      }
+      for (int hr = 0; hr < 2; ++hr) last[mt][hr] = last_visible_key<MASKED>(a, warp_m0 + mt * 16 + g + hr * 8);
     if constexpr (MASKED) {
       const int64_t head = w.b * a.m_sb + w.h * a.m_sh;
       const int elem_bytes = a.mask_kind == 2 ? (a.mask_dtype == 0 ? 4 : 2) : 1;
