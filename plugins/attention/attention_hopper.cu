@@ -1,7 +1,6 @@
 // Host side of the sm_90a attention path (attention_hopper.cuh). Its kernels
 // carry code only where the build targets sm_90a; elsewhere they are empty and
 // hopper_path_available() is false, so the sm80 path runs.
-#include <atomic>
 #include <cstring>
 #include <tuple>
 #include <utility>
@@ -139,19 +138,8 @@ bool built_for_sm90a() {
 }  // namespace
 
 bool hopper_path_available() {
-  static std::atomic<int> cached[MAX_DEVICES];  // 0 unknown, 1 yes, 2 no
-  if (!built_for_sm90a()) return false;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= MAX_DEVICES) return false;
-  int state = cached[device].load(std::memory_order_relaxed);
-  if (state == 0) {
-    int major = 0, minor = 0;
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess;
-    state = ok && major == 9 && minor == 0 ? 1 : 2;
-    cached[device].store(state, std::memory_order_relaxed);
-  }
-  return state == 1;
+  LaunchDevice dev;
+  return built_for_sm90a() && current_launch_device(&dev) == cudaSuccess && dev.cc_major == 9 && dev.cc_minor == 0;
 }
 
 bool hopper_path_supports(const AttentionParams& p) {

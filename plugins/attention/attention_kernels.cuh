@@ -184,6 +184,22 @@ __device__ __forceinline__ int last_visible_key(const FlashArgs& a, int row) {
   return last;
 }
 
+// f(typed mask pointer, value) with value(element) -> the score offset in log2
+// units (bool: 0 or -inf; additive: the value times log2(e)). The mask kind
+// and dtype are uniform, so the per-element loops carry no switch.
+template <typename F>
+__device__ __forceinline__ void dispatch_mask(const FlashArgs& a, F&& f) {
+  if (a.mask_kind == 1) {
+    f(static_cast<const unsigned char*>(a.mask), [](unsigned char m) { return m != 0 ? 0.f : NEG_INF; });
+  } else if (a.mask_dtype == 0) {
+    f(static_cast<const float*>(a.mask), [](float m) { return m * LOG2E; });
+  } else if (a.mask_dtype == 1) {
+    f(static_cast<const __half*>(a.mask), [](__half m) { return __half2float(m) * LOG2E; });
+  } else {
+    f(static_cast<const __nv_bfloat16*>(a.mask), [](__nv_bfloat16 m) { return __bfloat162float(m) * LOG2E; });
+  }
+}
+
 // A key-padding mask (one mask row for every query: m_sq == 0) for one key
 // block: this thread's keys' values in log2 units (bool: 0 or -inf). Loaded
 // before the block's scores are ready, so the loads overlap the S product.
@@ -197,25 +213,12 @@ __device__ __forceinline__ void load_key_row_mask(KeyRowMask<NT>& km, const Flas
                                                   int t) {
   const int64_t head = w.b * a.m_sb + w.h * a.m_sh;
   const int key_cap = int(a.mask_kv_len - 1);  // >= 0: a block is visited only below mask_kv_len
-  auto each = [&](auto value) {
+  dispatch_mask(a, [&](const auto* m, auto value) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) km.v[nt][e] = value(head + int64_t(min(n0 + nt * 8 + 2 * t + e, key_cap)) * a.m_sk);
-  };
-  if (a.mask_kind == 1) {
-    const auto* m = static_cast<const unsigned char*>(a.mask);
-    each([&](int64_t i) { return m[i] != 0 ? 0.f : NEG_INF; });
-  } else if (a.mask_dtype == 0) {
-    const auto* m = static_cast<const float*>(a.mask);
-    each([&](int64_t i) { return m[i] * LOG2E; });
-  } else if (a.mask_dtype == 1) {
-    const auto* m = static_cast<const __half*>(a.mask);
-    each([&](int64_t i) { return __half2float(m[i]) * LOG2E; });
-  } else {
-    const auto* m = static_cast<const __nv_bfloat16*>(a.mask);
-    each([&](int64_t i) { return __bfloat162float(m[i]) * LOG2E; });
-  }
+      for (int e = 0; e < 2; ++e) km.v[nt][e] = value(m[head + int64_t(min(n0 + nt * 8 + 2 * t + e, key_cap)) * a.m_sk]);
+  });
 }
 
 // Applies a prefetched key-row mask and the bounds / causal frontier.
@@ -245,80 +248,49 @@ __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const Flas
   scale_scores<MT, NT>(s, a, w);
   const bool need_mask = MASKED || n0 + NT * 8 > a.kv_len || (a.causal && n0 + NT * 8 - 1 > warp_m0 + a.causal_offset);
   if (!need_mask) return;
-  // Bounds and the causal frontier: keys past `last` are masked.
-  auto frontier = [&](auto mask_value) {
-    int last[MT][2];
+  if constexpr (!MASKED) {
+    // Bounds and the causal frontier only.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int hr = 0; hr < 2; ++hr) last[mt][hr] = last_visible_key<MASKED>(a, warp_m0 + mt * 16 + g + hr * 8);
-    if constexpr (MASKED) {
-      const int64_t head = w.b * a.m_sb + w.h * a.m_sh;
-      const int elem_bytes = a.mask_kind == 2 ? (a.mask_dtype == 0 ? 4 : 2) : 1;
-      const int key_cap = int(a.mask_kv_len - 1);  // >= 0: a block is visited only below mask_kv_len
-      if (a.m_sq == 0) {
-        // One mask row for every query (key padding): each value is loaded once and
-        // applied to all of this thread's rows.
-        const unsigned char* mrow = static_cast<const unsigned char*>(a.mask) + elem_bytes * head;
+      for (int hr = 0; hr < 2; ++hr) {
+        const int last = last_visible_key<false>(a, warp_m0 + mt * 16 + g + hr * 8);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int key = n0 + nt * 8 + 2 * t + e;
-            const float mv = mask_value(mrow, int64_t(min(key, key_cap)) * a.m_sk);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-              for (int hr = 0; hr < 2; ++hr) {
-                float& sv = s[mt][nt][hr * 2 + e];
-                sv = key > last[mt][hr] ? NEG_INF : sv + mv;
-              }
-          }
-        return;
+          for (int e = 0; e < 2; ++e)
+            if (n0 + nt * 8 + 2 * t + e > last) s[mt][nt][hr * 2 + e] = NEG_INF;
       }
+  } else if (a.m_sq == 0) {
+    // One mask row for every query (key padding): each value loaded once, applied to all rows.
+    KeyRowMask<NT> km;
+    load_key_row_mask<NT>(km, a, w, n0, t);
+    apply_key_row_mask<MT, NT>(s, km, a, warp_m0, n0, g, t);
+  } else {
+    // A mask row per query. Unconditional loads at a clamped key (no branch
+    // around them), so all of a row's mask loads are in flight at once; then one select each.
+    const int64_t head = w.b * a.m_sb + w.h * a.m_sh;
+    const int key_cap = int(a.mask_kv_len - 1);  // >= 0: a block is visited only below mask_kv_len
+    auto rows = [&](const auto* mask, auto value) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
           const int row = warp_m0 + mt * 16 + g + hr * 8;
-          const int row_c = row < a.q_len ? row : a.q_len - 1;  // rows past q_len are never stored
-          const unsigned char* mrow = static_cast<const unsigned char*>(a.mask) + elem_bytes * (head + row_c * a.m_sq);
-          // Unconditional loads at a clamped key (no branch around them), so all of
-          // the row's mask loads are in flight at once; then one select each.
+          const int last = last_visible_key<true>(a, row);
+          const auto* mrow = mask + head + int64_t(row < a.q_len ? row : a.q_len - 1) * a.m_sq;  // rows past q_len are never stored
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int key = n0 + nt * 8 + 2 * t + e;
-              const float mv = mask_value(mrow, int64_t(min(key, key_cap)) * a.m_sk);
+              const float mv = value(mrow[int64_t(min(key, key_cap)) * a.m_sk]);
               float& sv = s[mt][nt][hr * 2 + e];
-              sv = key > last[mt][hr] ? NEG_INF : sv + mv;
+              sv = key > last ? NEG_INF : sv + mv;
             }
         }
-    } else {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-              if (n0 + nt * 8 + 2 * t + e > last[mt][hr]) s[mt][nt][hr * 2 + e] = NEG_INF;
-    }
-  };
-  if constexpr (!MASKED) {
-    frontier(0);
-  } else if (a.mask_kind == 1) {  // bool: 0 or -inf added
-    frontier([](const unsigned char* m, int64_t i) { return m[i] != 0 ? 0.f : NEG_INF; });
-  } else if (a.mask_dtype == 0) {  // additive, to log2 units
-    frontier([](const unsigned char* m, int64_t i) { return reinterpret_cast<const float*>(m)[i] * LOG2E; });
-  } else if (a.mask_dtype == 1) {
-    frontier([](const unsigned char* m, int64_t i) { return __half2float(reinterpret_cast<const __half*>(m)[i]) * LOG2E; });
-  } else {
-    frontier([](const unsigned char* m, int64_t i) {
-      return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(m)[i]) * LOG2E;
-    });
+    };
+    dispatch_mask(a, rows);
   }
 }
 

@@ -76,17 +76,30 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m) {
 
 inline constexpr int MAX_DEVICES = 64;
 
-// SMs of the current device (cached per device: persistent kernels size their grid by it).
-inline cudaError_t multiprocessor_count(int* count) {
-  static std::atomic<int> cached[MAX_DEVICES];
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+// What launches need of the current device, read once per device (compute
+// capability for the path choice, SMs for persistent grids).
+struct LaunchDevice {
+  int index = 0, multiprocessors = 0, cc_major = 0, cc_minor = 0;
+};
+
+inline cudaError_t current_launch_device(LaunchDevice* d) {
+  static std::atomic<int64_t> cached[MAX_DEVICES];  // multiprocessors << 16 | major << 8 | minor; 0 unknown
+  cudaError_t err = cudaGetDevice(&d->index);
   if (err != cudaSuccess) return err;
-  const bool cacheable = device >= 0 && device < MAX_DEVICES;
-  if (cacheable && (*count = cached[device].load(std::memory_order_relaxed)) > 0) return cudaSuccess;
-  err = cudaDeviceGetAttribute(count, cudaDevAttrMultiProcessorCount, device);
-  if (err != cudaSuccess) return err;
-  if (cacheable) cached[device].store(*count, std::memory_order_relaxed);
+  const bool cacheable = d->index >= 0 && d->index < MAX_DEVICES;
+  int64_t packed = cacheable ? cached[d->index].load(std::memory_order_relaxed) : 0;
+  if (packed == 0) {
+    int sms = 0, major = 0, minor = 0;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d->index)) != cudaSuccess ||
+        (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->index)) != cudaSuccess ||
+        (err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d->index)) != cudaSuccess)
+      return err;
+    packed = int64_t(sms) << 16 | major << 8 | minor;
+    if (cacheable) cached[d->index].store(packed, std::memory_order_relaxed);
+  }
+  d->multiprocessors = int(packed >> 16);
+  d->cc_major = int(packed >> 8) & 0xff;
+  d->cc_minor = int(packed) & 0xff;
   return cudaSuccess;
 }
 
@@ -97,31 +110,24 @@ template <typename CFG, auto KERNEL, typename... Extra>
 cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const Extra&... extra) {
   const FlashArgs a = make_args(p, CFG::BLOCK_M);
   auto kernel = KERNEL;
+  LaunchDevice dev;
+  if (const cudaError_t err = current_launch_device(&dev); err != cudaSuccess) return err;
   // Opting into more than 48 KiB of dynamic shared memory is per kernel and device.
   static std::atomic<bool> smem_ready[MAX_DEVICES];
   if constexpr (CFG::SMEM_BYTES > 48 * 1024) {
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    const bool cached = device >= 0 && device < MAX_DEVICES;
-    if (!cached || !smem_ready[device].load(std::memory_order_acquire)) {
-      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
+    const bool cached = dev.index >= 0 && dev.index < MAX_DEVICES;
+    if (!cached || !smem_ready[dev.index].load(std::memory_order_acquire)) {
+      const cudaError_t err =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
       if (err != cudaSuccess) return err;
-      if (cached) smem_ready[device].store(true, std::memory_order_release);
+      if (cached) smem_ready[dev.index].store(true, std::memory_order_release);
     }
   }
   int64_t blocks = int64_t(a.m_blocks) * a.bh_count;
-  if constexpr (CFG::PERSISTENT) {
-    // One resident CTA per SM walks the tiles (blockIdx.x, + gridDim.x, ...).
-    // Causal tiles differ in cost: a CTA per tile lets the hardware balance
-    // them dynamically (a static stride measured 0.6-0.8x on the H100).
-    if (!p.causal) {
-      int sms = 0;
-      const cudaError_t err = multiprocessor_count(&sms);
-      if (err != cudaSuccess) return err;
-      blocks = std::min<int64_t>(blocks, int64_t(sms) * CFG::BLOCKS_PER_SM);
-    }
-  }
+  // Persistent kernels: one resident CTA per SM walks the tiles (blockIdx.x, +
+  // gridDim.x, ...). Causal tiles differ in cost: a CTA per tile lets the
+  // hardware balance them dynamically (a static stride measured 0.6-0.8x on the H100).
+  if (CFG::PERSISTENT && !p.causal) blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
   kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
   return cudaGetLastError();
 }
