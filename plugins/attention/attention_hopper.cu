@@ -18,26 +18,26 @@ namespace trt_fastops::attention {
 namespace {
 
 // Tile variants per head-dim bucket. The warp-specialised kernels
-// (HopperWsConfig<D, BLOCK_N, consumer warpgroups, STAGES, PINGPONG>, TMA-fed) come first and
-// variant 0 is the default (masked inputs too); the plain wgmma kernels
-// (HopperConfig<D, BLOCK_N, CTAs/SM>) follow from FIRST_BASIC on. They run when
-// the warp-specialised kernel can't (no tensor maps for these strides, d256,
-// or the 'wgmma' path forced) and in the benchmark's tile sweep. Masked
-// inputs take MASKED_VARIANT (the three-consumer tiles spill with the mask code). 64 keys per
-// step lets the plain kernel run two CTAs per SM: 1.1-1.3x its 128-key tiles.
+// (HopperWsConfig<D, BLOCK_N, consumer warpgroups, STAGES, PINGPONG>, TMA-fed)
+// come first; variant 0 is the default. Masked inputs take MASKED_VARIANT (the
+// three-consumer d64 tile spills with the mask code). The plain wgmma kernel
+// (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on and runs
+// where the warp-specialised one can't (no tensor maps for these strides, d256,
+// the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x its 128-key
+// tiles. The rest serve the benchmark's tile sweep (losers of earlier sweeps,
+// such as a 3-stage d64 ring, were dropped to keep the instantiations few).
 template <int D>
 struct HopperTiles;
 template <>
 struct HopperTiles<64> {
   using Variants = std::tuple<HopperWsConfig<64, 128, 3, 2, true>, HopperWsConfig<64, 128, 2, 2, true>,
-                              HopperWsConfig<64, 128, 3, 3, true>, HopperWsConfig<64, 128, 3, 2, false>,
-                              HopperConfig<64, 64, 2>, HopperConfig<64, 128, 1>>;
-  static constexpr int FIRST_BASIC = 4, MASKED_VARIANT = 1;
+                              HopperWsConfig<64, 128, 3, 2, false>, HopperConfig<64, 64, 2>>;
+  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 1;
 };
 template <>
 struct HopperTiles<128> {
   using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 128, 2, 2, false>,
-                              HopperConfig<128, 64, 2>, HopperConfig<128, 128, 1>>;
+                              HopperConfig<128, 64, 2>>;
   static constexpr int FIRST_BASIC = 2, MASKED_VARIANT = 0;
 };
 template <>

@@ -40,9 +40,8 @@ struct TmaMaps {
 
 template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
 struct HopperWsConfig {
-  static constexpr const char* NAME = PINGPONG ? (STAGES == 2 ? "flash_fwd_ws_pingpong" : "flash_fwd_ws_pingpong_s3")
-                                               : (STAGES == 2 ? "flash_fwd_ws" : "flash_fwd_ws_s3");
-  static_assert(STAGES == 2 || STAGES == 3, "two or three K/V stages");
+  static constexpr const char* NAME = PINGPONG ? "flash_fwd_ws_pingpong" : "flash_fwd_ws";
+  static_assert(STAGES >= 2, "K/V ring of two or more stages");
   static constexpr int HEAD_DIM = D, BLOCK_M = 64 * CONSUMERS, BLOCK_N = BN, NUM_WARPS = 4 * (CONSUMERS + 1);
   static constexpr int BLOCKS_PER_SM = 1, THREADS = NUM_WARPS * 32, NUM_STAGES = STAGES, NUM_CONSUMERS = CONSUMERS;
   static constexpr bool PING_PONG = PINGPONG;
