@@ -38,9 +38,11 @@ struct TmaMaps {
   CUtensorMap q, k, v;
 };
 
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
+// EMU: every EMU-th 8-key tile's exponentials by poly_exp2 (0: all on MUFU).
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int EMU = 0>
 struct HopperWsConfig {
   static constexpr const char* NAME = PINGPONG ? "flash_fwd_ws_pingpong" : "flash_fwd_ws";
+  static constexpr int EXP_EMU = EMU;
   static_assert(STAGES >= 2, "K/V ring of two or more stages");
   static constexpr int HEAD_DIM = D, BLOCK_M = 64 * CONSUMERS, BLOCK_N = BN, NUM_WARPS = 4 * (CONSUMERS + 1);
   static constexpr int BLOCKS_PER_SM = 1, THREADS = NUM_WARPS * 32, NUM_STAGES = STAGES, NUM_CONSUMERS = CONSUMERS;
@@ -61,9 +63,16 @@ struct HopperWsConfig {
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
 };
 
-// Persistent: CTA c runs tiles c, c + gridDim.x, ... (block_work's order: a
-// head's query blocks together, heaviest first). The K/V ring and the Q
-// buffer keep their barrier phases across tiles.
+// Round `it` of a persistent grid: CTAs take the round's gridDim.x tiles in
+// order on even rounds and in reverse on odd ones, so over a list of tiles of
+// falling cost (block_work's causal order) no CTA keeps drawing the heaviest.
+__device__ __forceinline__ int persistent_tile(int it) {
+  return it * int(gridDim.x) + ((it & 1) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x));
+}
+
+// Persistent: CTA c runs tiles persistent_tile(0), persistent_tile(1), ... in
+// block_work's order. The K/V ring and the Q buffer keep their barrier phases
+// across tiles.
 // KEY_ROW (with MASKED): the mask has one row for every query (key padding),
 // loaded per key block while the S product runs.
 template <typename T, typename CFG, bool MASKED, bool KEY_ROW = false>
@@ -109,8 +118,10 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
       tma_prefetch_descriptor(&maps.q);
       tma_prefetch_descriptor(&maps.k);
       tma_prefetch_descriptor(&maps.v);
-      int kv = 0, it = 0;
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++it) {
+      int kv = 0;
+      for (int it = 0;; ++it) {
+        const int tile = persistent_tile(it);
+        if (tile >= tiles) break;
         const BlockWork w = block_work<BM, BN, MASKED>(a, tile);
         if (it > 0) mbar_wait(q_empty, (it - 1) & 1);
         mbar_arrive_expect_tx(q_full, Q_BYTES);
@@ -188,17 +199,28 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
       }
     };
 
-    int kv = 0, it = 0;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++it) {
+    int kv = 0;
+    for (int it = 0;; ++it) {
+      const int tile = persistent_tile(it);
+      if (tile >= tiles) break;
       w_cur = block_work<BM, BN, MASKED>(a, tile);
       const BlockWork& w = w_cur;
+      // This warpgroup's own key blocks: none for rows past q_len, and only
+      // those its 64 rows can see (causal frontier, short mask). The blocks
+      // beyond, which other warpgroups of the tile need, it only waits for
+      // and releases, taking its turns, so the ring and the turn order stay
+      // the same for every warpgroup. (Held in w.n_blocks; the tile's count
+      // is recomputed after the loop rather than kept in a register.)
+      if (const int own_row0 = w.m0 + cg * 64; own_row0 >= a.q_len) w_cur.n_blocks = 0;
+      else w_cur.n_blocks = min(w.n_blocks, key_blocks<64, BN, MASKED>(a, own_row0));
+      const int own_blocks = w.n_blocks;
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;
       row_max[0][0] = row_max[0][1] = NEG_INF;
       row_sum[0][0] = row_sum[0][1] = 0.f;
 
       mbar_wait(q_full, it & 1);
-      if (w.n_blocks == 0) {
+      if (own_blocks == 0) {
         release(q_empty);
       } else {
         float s[1][NT][4];
@@ -216,12 +238,12 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
         wgmma_wait<0>();
         pin_registers<NT>(s[0]);
         release(k_empty + st);
-        if (w.n_blocks == 1) release(q_empty);  // the next tile's Q may land now
+        if (own_blocks == 1) release(q_empty);  // the next tile's Q may land now
         prepare(s, 0);
-        softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
+        softmax_update<1, NT, CFG::EXP_EMU>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero
         pack_p<T, 1, NT>(s, ap);
 
-        for (int nb = 1; nb < w.n_blocks; ++nb) {
+        for (int nb = 1; nb < own_blocks; ++nb) {
           const int pst = st, pphase = (kv / STAGES) & 1;  // block nb - 1 (its P V is still to do)
           ++kv;
           st = kv % STAGES;
@@ -242,9 +264,9 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
           wgmma_wait<1>();  // S_nb has landed; P_{nb-1} V_{nb-1} may still run
           pin_registers<NT>(s[0]);
           release(k_empty + st);
-          if (nb == w.n_blocks - 1) release(q_empty);
+          if (nb == own_blocks - 1) release(q_empty);
           prepare(s, nb * BN);
-          softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);
+          softmax_update<1, NT, CFG::EXP_EMU>(s, row_max, row_sum, w.exp_scale, alpha);
           wgmma_wait<0>();
           pin_registers<DT>(o[0]);
           release(v_empty + pst);
@@ -253,7 +275,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
 
         mbar_wait(v_full + st, (kv / STAGES) & 1);
         turn_begin();
-        if (w.n_blocks > 1) rescale_o<1, DT>(o, alpha);
+        if (own_blocks > 1) rescale_o<1, DT>(o, alpha);
         wgmma_fence();
         issue_pv(ap, st);
         wgmma_commit();
@@ -262,6 +284,23 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
         pin_registers<DT>(o[0]);
         release(v_empty + st);
         ++kv;
+      }
+      // The blocks only other warpgroups need: one turn each (plus the final
+      // P V turn when this warpgroup had no block), released once landed so
+      // each release counts toward that use of the buffer.
+      const int tile_blocks = key_blocks<BM, BN, MASKED>(a, w.m0);
+      for (int nb = own_blocks; nb < tile_blocks; ++nb, ++kv) {
+        const int st = kv % STAGES, phase = (kv / STAGES) & 1;
+        mbar_wait(k_full + st, phase);
+        mbar_wait(v_full + st, phase);
+        turn_begin();
+        turn_end();
+        release(k_empty + st);
+        release(v_empty + st);
+      }
+      if (own_blocks == 0 && tile_blocks > 0) {
+        turn_begin();
+        turn_end();
       }
       // Each warp stages its output rows in its own rows of s_o (the
       // __syncwarp orders them after this warp's reads of the previous tile).

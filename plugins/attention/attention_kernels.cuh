@@ -36,6 +36,7 @@ struct FlashArgs {
   int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss;
   int q_heads, group, q_len, kv_len, head_dim, v_head_dim;
   int bh_count, m_blocks;
+  int lpt_heads;        // > 0: tile order in sections of this many heads (see block_work); 0: head-major
   float scale_log2;     // scale * log2(e)
   float softcap;        // 0: none
   float scale_softcap;  // scale / softcap
@@ -51,6 +52,7 @@ struct FlashArgs {
 template <int D, int BM, int BN, int WARPS, int MIN_BLOCKS>
 struct FlashConfig {
   static constexpr const char* NAME = "flash_fwd";
+  static constexpr int EXP_EMU = 0;  // every exponential on the MUFU unit
   static constexpr int HEAD_DIM = D, BLOCK_M = BM, BLOCK_N = BN, NUM_WARPS = WARPS, BLOCKS_PER_SM = MIN_BLOCKS;
   static constexpr int THREADS = WARPS * 32;
   static constexpr bool PERSISTENT = false;  // one CTA per tile
@@ -125,26 +127,48 @@ struct BlockWork {
   bool raw_scores;
 };
 
+// Key blocks of BN the query rows [m0, m0 + ROWS) must visit: keys past the
+// returned count's end are masked for every one of them (bounds, causal
+// frontier, the end of a short mask).
+template <int ROWS, int BN, bool MASKED>
+__device__ __forceinline__ int key_blocks(const FlashArgs& a, int m0) {
+  int64_t n_end = a.kv_len;
+  if (MASKED && a.mask_kv_len < n_end) n_end = a.mask_kv_len;
+  if (a.causal) {
+    const int64_t visible = int64_t(m0) + ROWS + a.causal_offset;  // keys j < visible for the last row
+    if (visible < n_end) n_end = visible;
+  }
+  return n_end > 0 ? int((n_end + BN - 1) / BN) : 0;
+}
+
 // tile: the work item (blockIdx.x, or the persistent kernel's tile index).
 template <int BM, int BN, bool MASKED>
 __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
   BlockWork w;
-  // Consecutive tiles share a head (its K/V stay in L2 while all its query
-  // blocks read them); within a head the heaviest (causal: last) block first.
-  w.bh = tile / a.m_blocks;
-  const int m_block = a.m_blocks - 1 - tile % a.m_blocks;
+  int m_block;
+  if (a.lpt_heads > 0) {
+    // Sections of lpt_heads heads (their K/V fit in L2 together); within a
+    // section, every head's heaviest (causal: last) query block, then the next
+    // heaviest, ...: consecutive tiles cost about the same, so a persistent
+    // grid walking them round robin stays balanced.
+    const int per_section = a.lpt_heads * a.m_blocks;
+    const int section = tile / per_section;
+    const int first = section * a.lpt_heads;
+    const int heads = min(a.lpt_heads, a.bh_count - first);
+    const int r = tile - section * per_section;
+    w.bh = first + r % heads;
+    m_block = a.m_blocks - 1 - r / heads;
+  } else {
+    // Consecutive tiles share a head (its K/V stay in L2 while all its query
+    // blocks read them); within a head the heaviest (causal: last) block first.
+    w.bh = tile / a.m_blocks;
+    m_block = a.m_blocks - 1 - tile % a.m_blocks;
+  }
   w.b = w.bh / a.q_heads;
   w.h = w.bh % a.q_heads;
   w.kvh = w.h / a.group;
   w.m0 = m_block * BM;
-  // Keys past n_end are masked for every row of this block.
-  int64_t n_end = a.kv_len;
-  if (MASKED && a.mask_kv_len < n_end) n_end = a.mask_kv_len;
-  if (a.causal) {
-    const int64_t visible = int64_t(w.m0) + BM + a.causal_offset;  // keys j < visible for the last row
-    if (visible < n_end) n_end = visible;
-  }
-  w.n_blocks = n_end > 0 ? int((n_end + BN - 1) / BN) : 0;
+  w.n_blocks = key_blocks<BM, BN, MASKED>(a, w.m0);
   // Raw mode (scale folded into the exponent, one FFMA per element) unless
   // softcap or an additive mask needs log2 units first; needs a positive scale.
   w.raw_scores = a.softcap <= 0.f && !(MASKED && a.mask_kind == 2) && a.scale_log2 > 0.f;
@@ -299,7 +323,8 @@ __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const Flas
 // the running row max / sum on and turns s into unnormalised probabilities,
 // returning alpha (how much the old max outweighs the new); rescale_o then
 // brings o to the new max.
-template <int MT, int NT>
+// EMU_EVERY > 0: every EMU_EVERY-th 8-key tile takes poly_exp2 instead of the MUFU unit.
+template <int MT, int NT, int EMU_EVERY = 0>
 __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&row_max)[MT][2], float (&row_sum)[MT][2],
                                                float exp_scale, float (&alpha)[MT][2]) {
 #pragma unroll
@@ -317,8 +342,12 @@ __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&ro
       float sum = row_sum[mt][hr] * alpha[mt][hr];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const float p0 = fast_exp2(fmaf(s[mt][nt][hr * 2], exp_scale, -m_use));
-        const float p1 = fast_exp2(fmaf(s[mt][nt][hr * 2 + 1], exp_scale, -m_use));
+        const float x0 = fmaf(s[mt][nt][hr * 2], exp_scale, -m_use);
+        const float x1 = fmaf(s[mt][nt][hr * 2 + 1], exp_scale, -m_use);
+        constexpr int EVERY = EMU_EVERY > 0 ? EMU_EVERY : 1;
+        const bool emu = EMU_EVERY > 0 && nt % EVERY == EVERY - 1;  // resolved at compile time
+        const float p0 = emu ? poly_exp2(x0) : fast_exp2(x0);
+        const float p1 = emu ? poly_exp2(x1) : fast_exp2(x1);
         s[mt][nt][hr * 2] = p0;
         s[mt][nt][hr * 2 + 1] = p1;
         sum += p0 + p1;
