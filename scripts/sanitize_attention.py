@@ -37,6 +37,8 @@ CASES = [
     # More tiles than an H100 has SMs: the persistent kernel's CTAs each run several.
     ("persistent-d64", "float16", 2, 16, 16, 1000, 700, 64, 64, {}),
     ("persistent-d128-causal", "bfloat16", 1, 32, 8, 600, 600, 128, 128, dict(causal=True)),
+    # Three consumer warpgroups, the last tile's third past q_len; causal rows skip blocks.
+    ("persistent-d64-causal", "float16", 3, 16, 4, 700, 700, 64, 64, dict(causal=True)),
 ]
 
 
