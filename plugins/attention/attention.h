@@ -104,4 +104,11 @@ int attention_set_tile_variant(int variant);
 enum class AttentionPath : int { automatic = 0, sm80 = 1, wgmma = 2 };
 AttentionPath attention_set_path(AttentionPath path);
 
+// Benchmark hook: how causal inputs are scheduled on the warp-specialised
+// kernel from now on, process-wide: -1 the default, 0 a CTA per tile (the
+// hardware balances uneven tiles), n > 0 the persistent grid with tiles
+// ordered heaviest first in sections of heads whose K/V take n MiB. Returns
+// the previous setting.
+int attention_set_causal_schedule(int section_mib);
+
 }  // namespace trt_fastops::attention

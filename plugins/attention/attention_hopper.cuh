@@ -26,7 +26,6 @@ namespace trt_fastops::attention {
 template <int D, int BN, int MIN_BLOCKS>
 struct HopperConfig {
   static constexpr const char* NAME = "flash_fwd_wgmma";
-  static constexpr int EXP_EMU = 0;
   static constexpr int HEAD_DIM = D, BLOCK_M = 128, BLOCK_N = BN, NUM_WARPS = 8, BLOCKS_PER_SM = MIN_BLOCKS;
   static constexpr int THREADS = 256;
   static constexpr bool PERSISTENT = false;  // one CTA per tile

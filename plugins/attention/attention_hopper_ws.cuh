@@ -38,11 +38,12 @@ struct TmaMaps {
   CUtensorMap q, k, v;
 };
 
-// EMU: every EMU-th 8-key tile's exponentials by poly_exp2 (0: all on MUFU).
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int EMU = 0>
+// SKIP: each consumer warpgroup skips the key blocks its own rows can't see.
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, bool SKIP = true>
 struct HopperWsConfig {
-  static constexpr const char* NAME = PINGPONG ? "flash_fwd_ws_pingpong" : "flash_fwd_ws";
-  static constexpr int EXP_EMU = EMU;
+  static constexpr const char* NAME = PINGPONG ? (SKIP ? "flash_fwd_ws_pingpong" : "flash_fwd_ws_pingpong_noskip")
+                                               : (SKIP ? "flash_fwd_ws" : "flash_fwd_ws_noskip");
+  static constexpr bool OWN_BLOCKS = SKIP;
   static_assert(STAGES >= 2, "K/V ring of two or more stages");
   static constexpr int HEAD_DIM = D, BLOCK_M = 64 * CONSUMERS, BLOCK_N = BN, NUM_WARPS = 4 * (CONSUMERS + 1);
   static constexpr int BLOCKS_PER_SM = 1, THREADS = NUM_WARPS * 32, NUM_STAGES = STAGES, NUM_CONSUMERS = CONSUMERS;
@@ -63,11 +64,11 @@ struct HopperWsConfig {
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
 };
 
-// Round `it` of a persistent grid: CTAs take the round's gridDim.x tiles in
-// order on even rounds and in reverse on odd ones, so over a list of tiles of
-// falling cost (block_work's causal order) no CTA keeps drawing the heaviest.
-__device__ __forceinline__ int persistent_tile(int it) {
-  return it * int(gridDim.x) + ((it & 1) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x));
+// Round `it` of a persistent grid. SNAKE (tiles of falling cost, block_work's
+// causal order): CTAs take the round's gridDim.x tiles in order on even rounds
+// and in reverse on odd ones, so no CTA keeps drawing the heaviest.
+__device__ __forceinline__ int persistent_tile(int it, bool snake) {
+  return it * int(gridDim.x) + ((snake && (it & 1)) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x));
 }
 
 // Persistent: CTA c runs tiles persistent_tile(0), persistent_tile(1), ... in
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
       tma_prefetch_descriptor(&maps.v);
       int kv = 0;
       for (int it = 0;; ++it) {
-        const int tile = persistent_tile(it);
+        const int tile = persistent_tile(it, a.lpt_heads > 0);
         if (tile >= tiles) break;
         const BlockWork w = block_work<BM, BN, MASKED>(a, tile);
         if (it > 0) mbar_wait(q_empty, (it - 1) & 1);
@@ -201,7 +202,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
 
     int kv = 0;
     for (int it = 0;; ++it) {
-      const int tile = persistent_tile(it);
+      const int tile = persistent_tile(it, a.lpt_heads > 0);
       if (tile >= tiles) break;
       w_cur = block_work<BM, BN, MASKED>(a, tile);
       const BlockWork& w = w_cur;
@@ -211,8 +212,10 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
       // and releases, taking its turns, so the ring and the turn order stay
       // the same for every warpgroup. (Held in w.n_blocks; the tile's count
       // is recomputed after the loop rather than kept in a register.)
-      if (const int own_row0 = w.m0 + cg * 64; own_row0 >= a.q_len) w_cur.n_blocks = 0;
-      else w_cur.n_blocks = min(w.n_blocks, key_blocks<64, BN, MASKED>(a, own_row0));
+      if constexpr (CFG::OWN_BLOCKS) {
+        if (const int own_row0 = w.m0 + cg * 64; own_row0 >= a.q_len) w_cur.n_blocks = 0;
+        else w_cur.n_blocks = min(w.n_blocks, key_blocks<64, BN, MASKED>(a, own_row0));
+      }
       const int own_blocks = w.n_blocks;
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;
@@ -240,7 +243,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
         release(k_empty + st);
         if (own_blocks == 1) release(q_empty);  // the next tile's Q may land now
         prepare(s, 0);
-        softmax_update<1, NT, CFG::EXP_EMU>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero
+        softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero
         pack_p<T, 1, NT>(s, ap);
 
         for (int nb = 1; nb < own_blocks; ++nb) {
@@ -266,7 +269,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
           release(k_empty + st);
           if (nb == own_blocks - 1) release(q_empty);
           prepare(s, nb * BN);
-          softmax_update<1, NT, CFG::EXP_EMU>(s, row_max, row_sum, w.exp_scale, alpha);
+          softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);
           wgmma_wait<0>();
           pin_registers<DT>(o[0]);
           release(v_empty + pst);
@@ -288,7 +291,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
       // The blocks only other warpgroups need: one turn each (plus the final
       // P V turn when this warpgroup had no block), released once landed so
       // each release counts toward that use of the buffer.
-      const int tile_blocks = key_blocks<BM, BN, MASKED>(a, w.m0);
+      const int tile_blocks = CFG::OWN_BLOCKS ? key_blocks<BM, BN, MASKED>(a, w.m0) : own_blocks;
       for (int nb = own_blocks; nb < tile_blocks; ++nb, ++kv) {
         const int st = kv % STAGES, phase = (kv / STAGES) & 1;
         mbar_wait(k_full + st, phase);

@@ -52,7 +52,6 @@ struct FlashArgs {
 template <int D, int BM, int BN, int WARPS, int MIN_BLOCKS>
 struct FlashConfig {
   static constexpr const char* NAME = "flash_fwd";
-  static constexpr int EXP_EMU = 0;  // every exponential on the MUFU unit
   static constexpr int HEAD_DIM = D, BLOCK_M = BM, BLOCK_N = BN, NUM_WARPS = WARPS, BLOCKS_PER_SM = MIN_BLOCKS;
   static constexpr int THREADS = WARPS * 32;
   static constexpr bool PERSISTENT = false;  // one CTA per tile
@@ -323,8 +322,7 @@ __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const Flas
 // the running row max / sum on and turns s into unnormalised probabilities,
 // returning alpha (how much the old max outweighs the new); rescale_o then
 // brings o to the new max.
-// EMU_EVERY > 0: every EMU_EVERY-th 8-key tile takes poly_exp2 instead of the MUFU unit.
-template <int MT, int NT, int EMU_EVERY = 0>
+template <int MT, int NT>
 __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&row_max)[MT][2], float (&row_sum)[MT][2],
                                                float exp_scale, float (&alpha)[MT][2]) {
 #pragma unroll
@@ -342,12 +340,8 @@ __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&ro
       float sum = row_sum[mt][hr] * alpha[mt][hr];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const float x0 = fmaf(s[mt][nt][hr * 2], exp_scale, -m_use);
-        const float x1 = fmaf(s[mt][nt][hr * 2 + 1], exp_scale, -m_use);
-        constexpr int EVERY = EMU_EVERY > 0 ? EMU_EVERY : 1;
-        const bool emu = EMU_EVERY > 0 && nt % EVERY == EVERY - 1;  // resolved at compile time
-        const float p0 = emu ? poly_exp2(x0) : fast_exp2(x0);
-        const float p1 = emu ? poly_exp2(x1) : fast_exp2(x1);
+        const float p0 = fast_exp2(fmaf(s[mt][nt][hr * 2], exp_scale, -m_use));
+        const float p1 = fast_exp2(fmaf(s[mt][nt][hr * 2 + 1], exp_scale, -m_use));
         s[mt][nt][hr * 2] = p0;
         s[mt][nt][hr * 2 + 1] = p1;
         sum += p0 + p1;

@@ -123,6 +123,17 @@ int attention_set_tile_variant(int variant) { return g_tile_variant.exchange(var
 
 AttentionPath attention_set_path(AttentionPath path) { return AttentionPath(g_path.exchange(int(path))); }
 
+namespace {
+std::atomic<int> g_causal_schedule{-1};
+}  // namespace
+
+int attention_set_causal_schedule(int section_mib) { return g_causal_schedule.exchange(section_mib < -1 ? -1 : section_mib); }
+
+int causal_section_mib() {
+  const int s = g_causal_schedule.load(std::memory_order_relaxed);
+  return s >= 0 ? s : DEFAULT_CAUSAL_SECTION_MIB;
+}
+
 cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
   if (attention_unsupported_reason(p) != nullptr) return cudaErrorInvalidValue;
   if (p.batch == 0 || p.q_heads == 0 || p.q_len == 0) return cudaSuccess;

@@ -76,6 +76,12 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m) {
 
 inline constexpr int MAX_DEVICES = 64;
 
+// Causal inputs on persistent kernels: tiles heaviest first in sections of
+// heads whose K/V take this many MiB of L2 (0: a CTA per tile instead).
+// attention_set_causal_schedule overrides it.
+inline constexpr int DEFAULT_CAUSAL_SECTION_MIB = 8;
+int causal_section_mib();
+
 // What launches need of the current device, read once per device (compute
 // capability for the path choice, SMs for persistent grids).
 struct LaunchDevice {
@@ -125,29 +131,29 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
   }
   int64_t blocks = int64_t(a.m_blocks) * a.bh_count;
   if constexpr (CFG::PERSISTENT) {
-    // One resident CTA per SM walks the tiles (persistent_tile: round robin,
-    // direction alternating per round). Causal tiles differ in cost, so they
-    // go heaviest first in sections of heads whose K/V fit in L2 (32 MiB of
-    // the H100's 50): each round's tiles cost about the same.
-    blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
-    if (p.causal) {
+    // One resident CTA per SM walks the tiles (persistent_tile). Causal tiles
+    // differ in cost, so they go heaviest first in sections of heads whose
+    // K/V fit in L2 together and rounds alternate direction: each round's
+    // tiles cost about the same. (Or a CTA per tile: causal_section_mib 0.)
+    const int section_mib = p.causal ? causal_section_mib() : 0;
+    if (!p.causal || section_mib > 0)
+      blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
+    if (section_mib > 0) {
       const int64_t kv_head_bytes = std::max<int64_t>(p.kv_len * (p.head_dim + p.v_head_dim) * 2, 1);
-      a.lpt_heads = int(std::clamp<int64_t>((int64_t(32) << 20) / kv_head_bytes, 1, a.bh_count));
+      a.lpt_heads = int(std::clamp<int64_t>((int64_t(section_mib) << 20) / kv_head_bytes, 1, a.bh_count));
     }
   }
   kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
   return cudaGetLastError();
 }
 
-// "flash_fwd<float16,d128,m128,n64,w4,b2>" (the config's NAME); ",e4" marks emulated exponentials
-// (every 4th key tile), ",masked" / ",unaligned" those variants.
+// "flash_fwd<float16,d128,m128,n64,w4,b2>" (the config's NAME); ",masked" / ",unaligned" mark those variants.
 template <typename T, typename CFG>
 const char* kernel_name(bool aligned, bool masked) {
   auto make = [](bool al, bool ma) {
     return str_cat(CFG::NAME, "<", dtype_name(std::is_same_v<T, __half> ? DType::f16 : DType::bf16), ",d",
                    CFG::HEAD_DIM, ",m", CFG::BLOCK_M, ",n", CFG::BLOCK_N, ",w", CFG::NUM_WARPS, ",b",
-                   CFG::BLOCKS_PER_SM, CFG::EXP_EMU > 0 ? ",e" : "", CFG::EXP_EMU > 0 ? std::to_string(CFG::EXP_EMU) : "",
-                   ma ? ",masked" : "", al ? "" : ",unaligned", ">");
+                   CFG::BLOCKS_PER_SM, ma ? ",masked" : "", al ? "" : ",unaligned", ">");
   };
   static const std::string names[2][2] = {{make(false, false), make(false, true)},
                                           {make(true, false), make(true, true)}};

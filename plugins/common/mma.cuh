@@ -65,21 +65,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// 2^x for x <= 0 on the FMA / integer pipes instead of the MUFU unit (which
-// does 16 exponentials per clock per SM: at head dim 64 as many as the tensor
-// cores need, so kernels hand part of their exponentials to this one).
-// round-to-nearest split x = j + f (f in [-0.5, 0.5]), a cubic with p(0) = 1
-// (relative error 1.0e-4, below the 16-bit rounding P gets next), j added to
-// the exponent bits. x <= -127 (and -inf) gives +0, like ex2 of -inf.
-__device__ __forceinline__ float poly_exp2(float x) {
-  constexpr float ROUND = 12582912.f;  // 1.5 * 2^23: x + ROUND holds round(x) in its low bits
-  x = fmaxf(x, -127.f);
-  const float t = __fadd_rn(x, ROUND);
-  const float f = __fsub_rn(x, __fsub_rn(t, ROUND));
-  const float p = fmaf(fmaf(fmaf(0.05500858f, f, 0.24221037f), f, 0.69328290f), f, 1.f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-
 // Two floats rounded to one register of two 16-bit values (lo in the low half).
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi);
