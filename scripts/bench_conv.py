@@ -13,7 +13,10 @@ Per case, in the same run:
   torch     torch.nn.functional.conv{1,2,3}d / conv_transpose2d, torch.backends.cudnn.benchmark on
   cudnn     trt_fastops._C.conv_forward, backend 'auto' (cuDNN through cudnn-frontend, autotuned plans)
   fallback  trt_fastops._C.conv_forward, backend 'fallback' (trt_fastops' own kernels)
-plus host costs of a plan-cache hit: conv_prepare alone and conv_prepare + conv_run (enqueue).
+plus host costs of a plan-cache hit: conv_prepare alone and conv_prepare + conv_run (enqueue). The
+cuDNN hit path replays a cached CUDA graph of the execution when the pointers were seen before
+(conv_cudnn.h): the host rows count how many of the measured calls did (host_graph_launches of
+host_calls; TRT_FASTOPS_CONV_GRAPH_REPLAY=0 measures the direct cudnnBackendExecute instead).
 Timing: CUDA events around `reps` back-to-back calls after the GPU was kept busy
 (torch.cuda._sleep) long enough for the host to queue them all, so host overhead is not in the
 GPU time; the median of --trials such batches. Every implementation's output is checked against
@@ -213,13 +216,16 @@ HOST_BATCHES = 5
 HOST_PREFILL_US = 20_000
 
 
-def host_forward_us(torch, _C, timer, call) -> float:
+def host_forward_us(torch, _C, timer, call) -> tuple:
+    """(median host us per call, cuDNN graph launches during the measured calls)."""
     samples = []
+    launches = _C.conv_cache_stats()["graph_launches"]
     for _ in range(HOST_BATCHES):
         torch.cuda._sleep(int(HOST_PREFILL_US * timer.cycles_per_us))
         samples.append(_C.conv_forward_overhead_us(**call, iters=HOST_ITERS))
         torch.cuda.synchronize()
-    return statistics.median(samples)
+    # conv_forward_overhead_us runs one prepare (no execution) before its timed loop
+    return statistics.median(samples), _C.conv_cache_stats()["graph_launches"] - launches
 
 
 def run_case(torch, _C, timer, group, case, dtype, stream_ptr, with_fallback) -> dict:
@@ -261,12 +267,17 @@ def run_case(torch, _C, timer, group, case, dtype, stream_ptr, with_fallback) ->
         if label == "cudnn":
             row["cudnn_used"] = info["cudnn"]
             row["cudnn_refusal"] = info["cudnn_refusal"]
+            row["cudnn_separate_epilogue"] = info["separate_epilogue"]
+            row["cudnn_graph_replay"] = info["graph_replay"]
             row["host_prepare_us"] = round(_C.conv_prepare_overhead_us(**kw, iters=5000), 3)
-            row["host_prepare_run_us"] = round(host_forward_us(torch, _C, timer, call), 3)
+            host_us, launches = host_forward_us(torch, _C, timer, call)
+            row["host_prepare_run_us"] = round(host_us, 3)
+            row["host_calls"] = HOST_BATCHES * HOST_ITERS
+            row["host_graph_launches"] = launches
         else:
             # The same hit path with our kernel instead of cuDNN's execute: the difference to
             # host_prepare_run_us is what cuDNN's enqueue costs beyond a kernel launch.
-            row["host_fallback_prepare_run_us"] = round(host_forward_us(torch, _C, timer, call), 3)
+            row["host_fallback_prepare_run_us"] = round(host_forward_us(torch, _C, timer, call)[0], 3)
 
     tflops = lambda us: round(2 * case.macs() / (us * 1e-6) / 1e12, 2)  # noqa: E731
     for k in ("torch", "cudnn", "fallback"):
@@ -302,7 +313,7 @@ def table(rows: list) -> str:
             f"{r['cudnn_vs_torch']:7.2f}{'!' if 'cudnn_vs_torch' in m else ' '} "
             f"{fb('fallback_vs_cudnn', '6.2f'):>6s}{'!' if 'fallback_vs_cudnn' in m else ' '} "
             f"{fb('fallback_vs_torch', '7.2f'):>7s} {r['host_prepare_run_us']:7.2f}{'!' if 'host' in m else ' '} "
-            f" {r['cudnn_plan'][:60]}")
+            f" {r['cudnn_plan'][:110]}")
     lines.append(f"targets: cud/tor >= {TARGET_CUDNN_VS_TORCH}; fb/cud >= {TARGET_FALLBACK_VS_CUDNN} on resnet50; "
                  f"host (conv_prepare hit + conv_run enqueue) < {TARGET_HOST_US} us; '!' = missed. "
                  f"fb/tor > 1: the fallback beats torch.")
@@ -318,10 +329,13 @@ def host_summary(rows: list) -> str:
     run, v = stats("host_prepare_run_us")
     fb, _ = stats("host_fallback_prepare_run_us")
     met = sum(1 for x in v if x < TARGET_HOST_US)
+    cudnn_rows = [r for r in rows if r.get("cudnn_used")]
+    replayed = sum(1 for r in cudnn_rows if r.get("host_graph_launches", 0) >= r.get("host_calls", 1))
     return (f"host cost of a plan-cache hit (target < {TARGET_HOST_US} us per call for conv_prepare + conv_run):\n"
             f"  conv_prepare alone (key + LRU lookup):           {prep}\n"
             f"  conv_prepare + conv_run (automatic path):        {run}; {met} of {len(v)} rows under target\n"
-            f"  conv_prepare + conv_run (our kernels, no cuDNN): {fb}")
+            f"  conv_prepare + conv_run (our kernels, no cuDNN): {fb}\n"
+            f"  cuDNN rows whose measured calls were all CUDA-graph launches: {replayed} of {len(cudnn_rows)}")
 
 
 def main(argv=None) -> int:

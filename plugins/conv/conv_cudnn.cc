@@ -13,6 +13,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -75,6 +78,10 @@ Status cudnn_build_plan(const ConvParams&, cudaStream_t, const CudnnPlanOptions&
 Status cudnn_execute(const CudnnPlan&, const ConvParams& p, void*, cudaStream_t) {
   return Status::errorf(conv_op_name(p), ": cuDNN support not compiled in");
 }
+
+CudnnExecStats cudnn_exec_stats() { return CudnnExecStats{}; }
+
+void cudnn_reset_exec_stats() {}
 
 #else  // TRT_FASTOPS_CONV_WITH_CUDNN
 
@@ -160,6 +167,9 @@ struct DeviceHandles {
   // microseconds), so a hit on the same stream skips it.
   cudaStream_t exec_stream = nullptr;
   bool exec_stream_set = false;
+  // Private non-blocking stream for capturing CUDA graphs of executions
+  // (cudnn_execute's graph replay), created on first use under exec_mu.
+  cudaStream_t capture_stream = nullptr;
 };
 
 DeviceHandles& device_handles(int device) {
@@ -387,7 +397,12 @@ std::string fe_message(fe::error_t e) { return e.get_message(); }
 
 // ---------------------------------------------------------------------------
 
-constexpr int kPackSlots = 8;  // finalized variant packs kept per plan (pointer sets)
+constexpr int kPackSlots = 8;         // finalized variant packs kept per plan (pointer sets)
+constexpr int kCaptureAfterUses = 2;  // a pointer set's graph is captured on its second execution
+
+namespace {
+std::atomic<uint64_t> g_graph_launches{0}, g_graph_captures{0}, g_graph_failures{0}, g_capturing_executions{0};
+}  // namespace
 
 // Hidden like the front end's types it holds (only this file looks inside).
 struct __attribute__((visibility("hidden"))) CudnnPlan {
@@ -397,6 +412,10 @@ struct __attribute__((visibility("hidden"))) CudnnPlan {
   int n_user = 0;
   int64_t user_uids[kMaxUserSlots] = {};  // variant-pack order (sorted uids)
   size_t workspace = 0;
+  // Plain graph for a call with bias / activation: cudnn_execute runs
+  // run_bias_activation after cuDNN (and captures it into the same graph).
+  bool separate_epilogue = false;
+  bool graph_replay = false;  // direct path and TRT_FASTOPS_CONV_GRAPH_REPLAY on
 
   // Direct path (set when the graph needs nothing per call beyond the user
   // pointers and the workspace: no front-end workspace or auxiliary kernels,
@@ -404,23 +423,46 @@ struct __attribute__((visibility("hidden"))) CudnnPlan {
   // the chosen plan's backend descriptor, owned by `graph`. Null: every execute
   // goes through the front end.
   cudnnBackendDescriptor_t exec_plan = nullptr;
-  // Variant packs finalized for recent (pointers..., workspace) sets: frameworks
-  // hand the same buffers to a layer run after run (arenas, CUDA graphs), so a hit
-  // usually costs one cudnnBackendExecute. Mutable cache of an otherwise immutable
-  // plan, guarded by the execution mutex of `device` (every execute holds it).
+  // Per pointer set (frameworks hand the same buffers to a layer run after run:
+  // arenas, CUDA graphs): the finalized variant pack, so a hit is one
+  // cudnnBackendExecute, and once the set was seen twice outside capture, a
+  // CUDA graph of that execution (+ separate epilogue), so a hit is one
+  // cudaGraphLaunch. Mutable cache of an otherwise immutable plan, guarded by
+  // the execution mutex of `device` (every execute holds it).
   struct Pack {
-    void* ptrs[kMaxUserSlots + 1] = {};  // user pointers in uid order, then the workspace
+    const void* key[5] = {};  // x, w, bias, y, workspace of the calls it serves
     cudnnBackendDescriptor_t desc = nullptr;
+    cudaGraphExec_t graph_exec = nullptr;
+    bool no_graph = false;  // capture / launch failed once: execute directly
+    int uses = 0;
+    uint64_t last_use = 0;  // for least-recently-used replacement
+
+    void release() {
+      if (desc != nullptr) fe::detail::destroy_descriptor(desc);  // host object: safe once enqueued
+      // An executable still running is freed when it completes (CUDA's
+      // contract), so this is safe with work in flight.
+      if (graph_exec != nullptr && cudaGraphExecDestroy(graph_exec) != cudaSuccess) cudaGetLastError();
+      *this = Pack{};
+    }
   };
   mutable Pack packs[kPackSlots];
-  mutable int next_pack = 0;
+  mutable uint64_t clock = 0;
+  // Executables of slots replaced while the caller's stream was being captured,
+  // destroyed at the next execution outside capture (no graph teardown inside
+  // somebody else's capture).
+  mutable std::vector<cudaGraphExec_t> retired;
 
   CudnnPlan() = default;
   CudnnPlan(const CudnnPlan&) = delete;
   CudnnPlan& operator=(const CudnnPlan&) = delete;
   ~CudnnPlan() {
-    for (Pack& p : packs)
-      if (p.desc != nullptr) fe::detail::destroy_descriptor(p.desc);  // host object: safe once enqueued
+    for (Pack& p : packs) p.release();
+    destroy_retired();
+  }
+  void destroy_retired() const {
+    for (cudaGraphExec_t e : retired)
+      if (cudaGraphExecDestroy(e) != cudaSuccess) cudaGetLastError();
+    retired.clear();
   }
 };
 
@@ -437,49 +479,160 @@ void* user_pointer(const ConvParams& p, int64_t uid) {
   }
 }
 
-void fill_pointers(const CudnnPlan& plan, const ConvParams& p, void** ptrs) {
-  for (int i = 0; i < plan.n_user; ++i) ptrs[i] = user_pointer(p, plan.user_uids[i]);
+void fill_pointers(int n_user, const int64_t* uids, const ConvParams& p, void** ptrs) {
+  for (int i = 0; i < n_user; ++i) ptrs[i] = user_pointer(p, uids[i]);
 }
 
-// Times each candidate plan (one warm-up, then the mean of `reps` runs) on
-// p's buffers; returns the fastest index, or -1 when none ran.
-Status autotune(const fe::graph::Graph& g, cudnnHandle_t handle, const ConvParams& p, const CudnnPlan& proto,
-                const std::vector<int64_t>& candidates, cudaStream_t stream, int64_t* best) {
-  constexpr int kReps = 3;
+bool has_epilogue(const ConvParams& p) { return p.bias != nullptr || p.activation != Activation::none; }
+
+// One graph variant and the plans built for it, in heuristics' order.
+struct GraphCandidates {
+  std::shared_ptr<PlanGraph> graph;
+  bool fused = false;          // bias / activation are pointwise nodes of the graph
+  std::vector<int64_t> built;  // execution plan indices that built
+  int n_user = 0;
+  int64_t user_uids[kMaxUserSlots] = {};
+  std::string why;  // why nothing was built
+};
+
+// Builds p's graph variant and up to `want` of its plans. Never an error: a
+// variant cuDNN cannot run leaves out->built empty with out->why set.
+void build_candidates(const ConvParams& p, const ConvShape& s, bool fuse, DeviceHandles& h,
+                      const CudnnPlanOptions& opt, int want, GraphCandidates* out) {
+  out->fused = fuse;
+  out->graph = make_graph(p, s, fuse);
+  PlanGraph& g = *out->graph;
+  fe::error_t e = g.validate();
+  if (e.is_good()) e = g.build_operation_graph(h.plan);
+  // Each mode that fails is skipped by the front end (an error only when none
+  // lists anything); B often ranks engines differently from A.
+  if (e.is_good()) e = g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::B, fe::HeurMode_t::FALLBACK});
+  if (e.is_bad()) {
+    out->why = fe_message(e);
+    return;
+  }
+  g.deselect_workspace_greater_than(opt.max_workspace);
+  if (p.dtype == DType::f32 && !opt.allow_tf32) {
+    g.deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
+  } else if (p.dtype != DType::f32) {
+    g.deselect_numeric_notes({fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION});
+  }
+  if (!opt.allow_runtime_compilation) g.deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
+  e = g.check_support();
+  if (e.is_bad()) {
+    out->why = fe_message(e);
+    return;
+  }
+  std::vector<std::string> seen;  // engine + knob tags: modes A and B list many configurations twice
+  std::string failures;
+  for (int64_t i = 0; i < g.get_execution_plan_count() && int(out->built.size()) < want; ++i) {
+    std::string tag;
+    if (g.get_plan_name_at_index(i, tag).is_good()) {
+      if (std::find(seen.begin(), seen.end(), tag) != seen.end()) continue;
+      seen.push_back(tag);
+    }
+    fe::error_t be = g.build_plan_at_index(i);
+    if (be.is_good()) {
+      out->built.push_back(i);
+    } else if (failures.size() < 512) {
+      failures += "; plan " + std::to_string(i) + ": " + fe_message(be);
+    }
+  }
+  if (out->built.empty()) {
+    out->why = "no execution plan could be built" + failures;
+    return;
+  }
+  e = g.prepare_variant_pack_template();
+  std::vector<int64_t> uids;
+  if (e.is_good()) uids = g.get_variant_pack_uids_sorted();
+  if (e.is_bad() || uids.empty() || uids.size() > size_t(kMaxUserSlots)) {
+    out->why = e.is_bad() ? fe_message(e) : "unexpected variant pack of " + std::to_string(uids.size()) + " tensors";
+    out->built.clear();
+    return;
+  }
+  out->n_user = static_cast<int>(uids.size());
+  for (size_t i = 0; i < uids.size(); ++i) {
+    if (uids[i] < UID_X || uids[i] > UID_Y) {
+      out->why = "variant pack names an unknown tensor uid " + std::to_string(uids[i]);
+      out->built.clear();
+      return;
+    }
+    out->user_uids[i] = uids[i];
+  }
+}
+
+struct Candidate {
+  const GraphCandidates* variant = nullptr;
+  int64_t index = -1;
+};
+
+// One call as the launcher would make it: the plan through the front end, then
+// (plain graph for a call with an epilogue) our bias/activation kernel.
+bool run_candidate(const Candidate& c, cudnnHandle_t handle, const ConvParams& p, void* ws, cudaStream_t stream) {
+  void* ptrs[kMaxUserSlots];
+  fill_pointers(c.variant->n_user, c.variant->user_uids, p, ptrs);
+  if (c.variant->graph->execute_plan_at_index(handle, ptrs, c.variant->n_user, ws, c.index).is_bad()) return false;
+  if (!c.variant->fused && has_epilogue(p)) return run_bias_activation(p, stream) == cudaSuccess;
+  return true;
+}
+
+// Times each candidate on p's buffers (handle bound to `stream`): one warm-up,
+// then kRuns runs queued behind a GPU wait long enough for the host to enqueue
+// them all, each between two events; the median run decides (one noisy run
+// cannot). *best: the fastest candidate's position, -1 when none ran;
+// times[i]: candidate i's median microseconds (-1 when it did not run).
+Status autotune(const std::vector<Candidate>& candidates, cudnnHandle_t handle, const ConvParams& p,
+                cudaStream_t stream, int* best, std::vector<float>* times) {
+  constexpr int kRuns = 7;
   *best = -1;
+  times->assign(candidates.size(), -1.f);
   int64_t max_ws = 0;
-  for (int64_t c : candidates) {
+  for (const Candidate& c : candidates) {
     int64_t ws = 0;
-    if (g.get_workspace_size_plan_at_index(c, ws).is_good()) max_ws = std::max(max_ws, ws);
+    if (c.variant->graph->get_workspace_size_plan_at_index(c.index, ws).is_good()) max_ws = std::max(max_ws, ws);
   }
   void* ws = nullptr;
-  if (max_ws > 0) TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaMalloc(&ws, size_t(max_ws)), "cudaMalloc (cuDNN autotune workspace)"));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  Status st = cuda_status(cudaEventCreate(&start), "cudaEventCreate");
-  if (st.is_ok()) st = cuda_status(cudaEventCreate(&stop), "cudaEventCreate");
+  if (max_ws > 0)
+    TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaMalloc(&ws, size_t(max_ws)), "cudaMalloc (cuDNN autotune workspace)"));
+  std::array<cudaEvent_t, kRuns + 1> events{};
+  Status st = Status::ok();
+  for (cudaEvent_t& ev : events)
+    if (st.is_ok()) st = cuda_status(cudaEventCreate(&ev), "cudaEventCreate (cuDNN autotune)");
   if (st.is_ok()) st = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize (before autotune)");
-  void* ptrs[kMaxUserSlots];
-  fill_pointers(proto, p, ptrs);
-  float best_ms = 0.f;
+  float best_us = 0.f;
   for (size_t i = 0; st.is_ok() && i < candidates.size(); ++i) {
-    const int64_t c = candidates[i];
-    if (g.execute_plan_at_index(handle, ptrs, proto.n_user, ws, c).is_bad()) continue;  // warm-up
-    bool ran = cudaEventRecord(start, stream) == cudaSuccess;
-    for (int r = 0; ran && r < kReps; ++r) ran = g.execute_plan_at_index(handle, ptrs, proto.n_user, ws, c).is_good();
-    ran = ran && cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess;
-    float ms = 0.f;
-    if (!ran || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+    const Candidate& c = candidates[i];
+    const auto t0 = std::chrono::steady_clock::now();
+    bool ran = run_candidate(c, handle, p, ws, stream);  // warm-up; also sizes the GPU wait
+    const double enqueue_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    ran = ran && cudaStreamSynchronize(stream) == cudaSuccess;
+    if (ran) {
+      // Generous: the first call of a plan may be slower than the rest, and a
+      // wait longer than needed costs nothing but planning time.
+      const double wait_us = std::min(std::max(2.0 * (kRuns + 1) * (enqueue_us + 20.0), 200.0), 20000.0);
+      if (launch_gpu_wait(static_cast<uint64_t>(wait_us * 1000.0), stream) != cudaSuccess) cudaGetLastError();
+      ran = cudaEventRecord(events[0], stream) == cudaSuccess;
+      for (int r = 0; ran && r < kRuns; ++r)
+        ran = run_candidate(c, handle, p, ws, stream) && cudaEventRecord(events[r + 1], stream) == cudaSuccess;
+      ran = ran && cudaEventSynchronize(events[kRuns]) == cudaSuccess;
+    }
+    std::array<float, kRuns> runs{};
+    for (int r = 0; ran && r < kRuns; ++r) ran = cudaEventElapsedTime(&runs[r], events[r], events[r + 1]) == cudaSuccess;
+    if (!ran) {  // this candidate failed: skip it (a sticky error fails the synchronisation)
       cudaGetLastError();
       st = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize (autotune)");
       continue;
     }
-    if (*best < 0 || ms < best_ms) {
-      *best = c;
-      best_ms = ms;
+    std::sort(runs.begin(), runs.end());
+    const float us = runs[kRuns / 2] * 1000.f;
+    (*times)[i] = us;
+    if (*best < 0 || us < best_us) {
+      *best = static_cast<int>(i);
+      best_us = us;
     }
   }
-  if (start) cudaEventDestroy(start);
-  if (stop) cudaEventDestroy(stop);
+  for (cudaEvent_t ev : events)
+    if (ev != nullptr) cudaEventDestroy(ev);
   if (ws) {
     const Status fst = cuda_status(cudaFree(ws), "cudaFree (cuDNN autotune workspace)");
     if (st.is_ok()) st = fst;
@@ -487,122 +640,60 @@ Status autotune(const fe::graph::Graph& g, cudnnHandle_t handle, const ConvParam
   return st;
 }
 
-// Plans one graph variant. ok with *plan null when cuDNN has no engine for it.
-Status plan_graph(const ConvParams& p, const ConvShape& s, bool fuse, int device, DeviceHandles& h,
-                  cudaStream_t stream, const CudnnPlanOptions& opt, std::shared_ptr<CudnnPlan>* plan,
-                  std::string* why) {
-  plan->reset();
-  auto g = make_graph(p, s, fuse);
-  fe::error_t e = g->validate();
-  if (e.is_good()) e = g->build_operation_graph(h.plan);
-  if (e.is_good()) e = g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
-  if (e.is_bad()) {
-    *why = fe_message(e);
-    return Status::ok();
-  }
-  g->deselect_workspace_greater_than(opt.max_workspace);
-  if (p.dtype == DType::f32 && !opt.allow_tf32) {
-    g->deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
-  } else if (p.dtype != DType::f32) {
-    g->deselect_numeric_notes({fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION});
-  }
-  if (!opt.allow_runtime_compilation) g->deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
-  e = g->check_support();
-  if (e.is_bad()) {
-    *why = fe_message(e);
-    return Status::ok();
-  }
-  const int want = opt.autotune ? std::max(1, opt.max_candidates) : 1;
-  std::vector<int64_t> built;
-  std::string failures;
-  for (int64_t i = 0; i < g->get_execution_plan_count() && int(built.size()) < want; ++i) {
-    fe::error_t be = g->build_plan_at_index(i);
-    if (be.is_good()) {
-      built.push_back(i);
-    } else if (failures.size() < 512) {
-      failures += "; plan " + std::to_string(i) + ": " + fe_message(be);
-    }
-  }
-  if (built.empty()) {
-    *why = "no execution plan could be built" + failures;
-    return Status::ok();
-  }
-  e = g->prepare_variant_pack_template();
-  if (e.is_bad()) {
-    *why = fe_message(e);
-    return Status::ok();
-  }
+// The executable plan for candidate c. Null with *why set when its pieces
+// cannot be queried.
+std::shared_ptr<CudnnPlan> make_plan(const Candidate& c, const ConvParams& p, int device, const CudnnPlanOptions& opt,
+                                     std::string* why) {
+  const GraphCandidates& v = *c.variant;
+  PlanGraph& g = *v.graph;
   auto out = std::make_shared<CudnnPlan>();
-  out->graph = g;
+  out->graph = v.graph;
+  out->index = c.index;
   out->device = device;
-  const std::vector<int64_t> uids = g->get_variant_pack_uids_sorted();
-  if (uids.empty() || uids.size() > size_t(kMaxUserSlots)) {
-    *why = "unexpected variant pack of " + std::to_string(uids.size()) + " tensors";
-    return Status::ok();
-  }
-  out->n_user = static_cast<int>(uids.size());
-  for (size_t i = 0; i < uids.size(); ++i) {
-    if (uids[i] < UID_X || uids[i] > UID_Y) {
-      *why = "variant pack names an unknown tensor uid " + std::to_string(uids[i]);
-      return Status::ok();
-    }
-    out->user_uids[i] = uids[i];
-  }
-  out->index = built.front();
-  if (built.size() > 1) {
-    if (fe::detail::set_stream(h.plan, stream) != CUDNN_STATUS_SUCCESS) {
-      *why = "cudnnSetStream failed";
-      return Status::ok();
-    }
-    int64_t best = -1;
-    const Status tuned = autotune(*g, h.plan, p, *out, built, stream, &best);
-    if (!tuned.is_ok()) {
-      // Timing is an optimisation: keep heuristics' first choice (a CUDA error
-      // that is sticky will surface at execution anyway).
-      cudaGetLastError();
-      best = built.front();
-    }
-    if (best < 0) {
-      *why = "no built plan executed";
-      return Status::ok();
-    }
-    out->index = best;
-  }
+  out->n_user = v.n_user;
+  for (int i = 0; i < v.n_user; ++i) out->user_uids[i] = v.user_uids[i];
+  out->separate_epilogue = !v.fused && has_epilogue(p);
   int64_t ws = 0;
-  e = g->get_workspace_size_plan_at_index(out->index, ws);
+  fe::error_t e = g.get_workspace_size_plan_at_index(out->index, ws);
   if (e.is_bad() || ws < 0) {
     *why = "workspace query failed: " + fe_message(e);
-    return Status::ok();
+    return nullptr;
   }
   out->workspace = static_cast<size_t>(ws);
   // The direct path needs exactly what the front end would do per call to be
   // "set the user pointers and the workspace": checked here once.
-  const auto& vt = g->varpack_template;
-  bool direct = g->has_plan(out->index) && !fe::isLoggingTensorDumpEnabled() &&
+  const auto& vt = g.varpack_template;
+  bool direct = g.has_plan(out->index) && !fe::isLoggingTensorDumpEnabled() &&
                 vt.all_uids.size() == size_t(out->n_user) && vt.user_slots.size() == size_t(out->n_user) &&
                 vt.workspace_slots.empty() && vt.replacement_slots.empty() && vt.backend_slots.empty() &&
-                g->plan_backend_workspace(out->index) == ws && !g->plan_needs_graph_retention(out->index);
+                g.plan_backend_workspace(out->index) == ws && !g.plan_needs_graph_retention(out->index);
   for (int i = 0; direct && i < out->n_user; ++i) direct = vt.all_uids[size_t(i)] == out->user_uids[i];
-  if (direct) out->exec_plan = g->plan_descriptor(out->index);
-  *plan = std::move(out);
-  return Status::ok();
+  if (direct) out->exec_plan = g.plan_descriptor(out->index);
+  out->graph_replay = direct && opt.graph_replay;
+  return out;
 }
 
-// A finalized variant pack for ptrs (n user pointers in uid order) + workspace:
-// a cached one, else a new one replacing the oldest slot. Caller holds the
-// device's execution mutex.
-Status variant_pack_for(const CudnnPlan& plan, void* const* ptrs, void* workspace, const char* op,
-                        cudnnBackendDescriptor_t* out) {
-  const int n = plan.n_user;
-  for (CudnnPlan::Pack& p : plan.packs) {
-    if (p.desc == nullptr || p.ptrs[n] != workspace) continue;
-    bool same = true;
-    for (int i = 0; i < n && same; ++i) same = p.ptrs[i] == ptrs[i];
-    if (same) {
-      *out = p.desc;
+// The slot for p's pointers + workspace: a cached one, else a new finalized
+// variant pack in the least recently used slot. capturing: the caller's stream
+// is being captured, so a replaced slot's graph executable is retired, not
+// destroyed. Caller holds the device's execution mutex.
+Status pack_for(const CudnnPlan& plan, const ConvParams& p, void* workspace, bool capturing, const char* op,
+                CudnnPlan::Pack** out) {
+  if (!capturing && !plan.retired.empty()) plan.destroy_retired();
+  const void* key[5] = {p.x, p.w, p.bias, p.y, workspace};
+  CudnnPlan::Pack* victim = &plan.packs[0];
+  for (CudnnPlan::Pack& s : plan.packs) {
+    if (s.desc != nullptr && std::memcmp(s.key, key, sizeof(key)) == 0) {
+      if (s.uses < (1 << 30)) ++s.uses;
+      s.last_use = ++plan.clock;
+      *out = &s;
       return Status::ok();
     }
+    if (s.last_use < victim->last_use) victim = &s;  // empty slots have 0
   }
+  void* ptrs[kMaxUserSlots];
+  fill_pointers(plan.n_user, plan.user_uids, p, ptrs);
+  const int n = plan.n_user;
   cudnnBackendDescriptor_t desc = nullptr;
   cudnnStatus_t s = fe::detail::create_descriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &desc);
   const char* step = "cudnnBackendCreateDescriptor (variant pack)";
@@ -622,14 +713,105 @@ Status variant_pack_for(const CudnnPlan& plan, void* const* ptrs, void* workspac
     if (desc != nullptr) fe::detail::destroy_descriptor(desc);
     return Status::errorf(op, ": ", step, " failed: ", cudnn_error(s));
   }
-  CudnnPlan::Pack& slot = plan.packs[plan.next_pack];
-  plan.next_pack = (plan.next_pack + 1) % kPackSlots;
-  if (slot.desc != nullptr) fe::detail::destroy_descriptor(slot.desc);
-  for (int i = 0; i < n; ++i) slot.ptrs[i] = ptrs[i];
-  slot.ptrs[n] = workspace;
-  slot.desc = desc;
-  *out = desc;
+  if (capturing && victim->graph_exec != nullptr) {
+    plan.retired.push_back(victim->graph_exec);
+    victim->graph_exec = nullptr;
+  }
+  victim->release();
+  std::memcpy(victim->key, key, sizeof(key));
+  victim->desc = desc;
+  victim->uses = 1;
+  victim->last_use = ++plan.clock;
+  *out = victim;
   return Status::ok();
+}
+
+// Binds the execution handle to `stream` (skipped when it already is).
+Status bind_exec_stream(DeviceHandles& h, cudaStream_t stream, const char* op) {
+  if (h.exec_stream_set && h.exec_stream == stream) return Status::ok();
+  h.exec_stream_set = false;
+  const cudnnStatus_t s = fe::detail::set_stream(h.exec, stream);
+  if (s != CUDNN_STATUS_SUCCESS) return Status::errorf(op, ": cudnnSetStream failed: ", cudnn_error(s));
+  h.exec_stream = stream;
+  h.exec_stream_set = true;
+  return Status::ok();
+}
+
+Status run_epilogue(const CudnnPlan& plan, const ConvParams& p, cudaStream_t stream) {
+  if (!plan.separate_epilogue) return Status::ok();
+  const cudaError_t err = run_bias_activation(p, stream);
+  if (err == cudaSuccess) return Status::ok();
+  return Status::errorf(conv_op_name(p), ": bias/activation kernel after cuDNN failed: ", cuda_error_string(err));
+}
+
+// True when `stream` is being captured, or when that cannot be told (then no
+// graph is captured or launched for this call either).
+bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();  // not sticky; the call just executes directly
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Marks the slot "execute directly from now on" after a failed capture or
+// launch, clearing the (non-sticky) CUDA error it left.
+void give_up_graph(CudnnPlan::Pack& pack) {
+  cudaGetLastError();
+  if (pack.graph_exec != nullptr && cudaGraphExecDestroy(pack.graph_exec) != cudaSuccess) cudaGetLastError();
+  pack.graph_exec = nullptr;
+  pack.no_graph = true;
+  g_graph_failures.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Captures plan's execution for `pack` (+ the separate epilogue) on the
+// device's capture stream and instantiates it into pack.graph_exec. Nothing
+// runs: the caller launches it. False (slot marked "no graph") on any failure.
+// Caller holds the execution mutex; the handle is left bound to the capture
+// stream (bind_exec_stream rebinds before the next direct execute).
+bool capture_graph(DeviceHandles& h, const CudnnPlan& plan, CudnnPlan::Pack& pack, const ConvParams& p) {
+  if (h.capture_stream == nullptr) {
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+      give_up_graph(pack);
+      return false;
+    }
+    h.capture_stream = s;  // per device, never destroyed (like the handles)
+  }
+  cudaStream_t cs = h.capture_stream;
+  if (!bind_exec_stream(h, cs, "").is_ok()) {
+    give_up_graph(pack);
+    return false;
+  }
+  // Thread-local mode: other threads' CUDA calls cannot invalidate this capture.
+  if (cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    give_up_graph(pack);
+    return false;
+  }
+  bool recorded = false;
+  try {  // nothing may leave this thread with a capture still open
+    recorded = fe::detail::execute(h.exec, plan.exec_plan, pack.desc) == CUDNN_STATUS_SUCCESS;
+  } catch (...) {
+    recorded = false;
+  }
+  if (recorded && plan.separate_epilogue) recorded = run_bias_activation(p, cs) == cudaSuccess;
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(cs, &graph);  // always ends the capture
+  // A graph with no node would make the call a no-op: only one that recorded work.
+  size_t nodes = 0;
+  recorded = recorded && ended == cudaSuccess && graph != nullptr &&
+             cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess && nodes > 0;
+  cudaGraphExec_t exec = nullptr;
+  if (recorded && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
+  if (graph != nullptr && cudaGraphDestroy(graph) != cudaSuccess) cudaGetLastError();
+  if (exec == nullptr) {
+    give_up_graph(pack);
+    return false;
+  }
+  pack.graph_exec = exec;
+  g_graph_captures.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace
@@ -670,32 +852,76 @@ Status cudnn_build_plan(const ConvParams& p, cudaStream_t stream, const CudnnPla
       out->reason = handles.message();
       return Status::ok();
     }
-    const bool epilogue = p.bias != nullptr || p.activation != Activation::none;
-    std::shared_ptr<CudnnPlan> plan;
-    std::string why_fused, why_plain;
-    if (epilogue) {
-      TRT_FASTOPS_RETURN_IF_ERROR(plan_graph(p, shape, true, device, h, stream, opt, &plan, &why_fused));
-    }
-    bool separate = false;
-    if (!plan) {
-      TRT_FASTOPS_RETURN_IF_ERROR(plan_graph(p, shape, false, device, h, stream, opt, &plan, &why_plain));
-      separate = epilogue;  // the launcher runs bias / activation after each execution
-    }
-    if (!plan) {
-      out->reason = epilogue ? "fused graph: " + why_fused + "; plain graph: " + why_plain : why_plain;
+    const bool epilogue = has_epilogue(p);
+    const bool tune = opt.autotune && opt.max_candidates > 1;
+    const int want = tune ? opt.max_candidates : 1;
+    // Fused first (heuristics' first choice when nothing is timed, and the
+    // winner of a tie); the plain graph too when timing, or when fusing fails.
+    GraphCandidates fused, plain;
+    if (epilogue) build_candidates(p, shape, true, h, opt, want, &fused);
+    if (!epilogue || tune || fused.built.empty()) build_candidates(p, shape, false, h, opt, want, &plain);
+    std::vector<Candidate> candidates;
+    for (const GraphCandidates* v : {&fused, &plain})
+      for (int64_t i : v->built) candidates.push_back(Candidate{v, i});
+    if (candidates.empty()) {
+      out->reason = epilogue ? "fused graph: " + fused.why + "; plain graph: " + plain.why : plain.why;
       return Status::ok();
     }
+    int chosen = 0;
+    std::vector<float> times;
+    if (candidates.size() > 1) {
+      if (fe::detail::set_stream(h.plan, stream) != CUDNN_STATUS_SUCCESS) {
+        out->reason = "cudnnSetStream failed";
+        return Status::ok();
+      }
+      const Status tuned = autotune(candidates, h.plan, p, stream, &chosen, &times);
+      if (!tuned.is_ok()) {
+        // Timing is an optimisation: keep heuristics' first choice (a CUDA error
+        // that is sticky will surface at execution anyway).
+        cudaGetLastError();
+        chosen = 0;
+        times.clear();
+      }
+      if (chosen < 0) {
+        out->reason = "no built plan executed";
+        return Status::ok();
+      }
+    }
+    const Candidate& best = candidates[size_t(chosen)];
+    std::shared_ptr<CudnnPlan> plan = make_plan(best, p, device, opt, &out->reason);
+    if (!plan) return Status::ok();
     std::string engine;
     if (plan->graph->get_plan_name_at_index(plan->index, engine).is_bad()) engine = "?";
+    std::string epi;
+    if (p.bias != nullptr) epi += "+bias";
+    if (p.activation != Activation::none) epi += std::string("+") + activation_name(p.activation);
     std::string what = p.transpose ? "dgrad" : "fprop";
-    if (!separate) {
-      if (p.bias != nullptr) what += "+bias";
-      if (p.activation != Activation::none) what += std::string("+") + activation_name(p.activation);
-    } else {
-      what += " (bias/activation by trt_fastops kernel)";
+    if (!plan->separate_epilogue) what += epi;
+    what += " engine=" + engine;
+    if (plan->separate_epilogue) what += " " + epi + " by trt_fastops kernel";
+    if (candidates.size() > 1) {
+      // "(fastest of 4 fused + 4 plain; fused 14.2 us, plain 12.3 us)": each
+      // variant's best median, so the choice can be checked from outside.
+      float best_us[2] = {-1.f, -1.f};  // fused, plain
+      for (size_t i = 0; i < times.size(); ++i) {
+        float& b = best_us[candidates[i].variant->fused ? 0 : 1];
+        if (times[i] >= 0.f && (b < 0.f || times[i] < b)) b = times[i];
+      }
+      auto us = [](float t) {
+        if (t < 0.f) return std::string("-");
+        const long tenths = std::lround(double(t) * 10.0);
+        return str_cat(tenths / 10, ".", tenths % 10, " us");
+      };
+      if (epilogue) {
+        what += str_cat(" (fastest of ", fused.built.size(), " fused + ", plain.built.size(), " plain; fused ",
+                        us(best_us[0]), ", plain ", us(best_us[1]), ")");
+      } else {
+        what += str_cat(" (fastest of ", plain.built.size(), ": ", us(best_us[1]), ")");
+      }
     }
-    out->description = what + " engine=" + engine;
-    out->separate_epilogue = separate;
+    out->description = std::move(what);
+    out->separate_epilogue = plan->separate_epilogue;
+    out->graph_replay = plan->graph_replay;
     out->workspace = plan->workspace;
     out->plan = std::move(plan);
     return Status::ok();
@@ -711,39 +937,62 @@ Status cudnn_build_plan(const ConvParams& p, cudaStream_t stream, const CudnnPla
 }
 
 Status cudnn_execute(const CudnnPlan& plan, const ConvParams& p, void* workspace, cudaStream_t stream) {
-  void* ptrs[kMaxUserSlots];
-  fill_pointers(plan, p, ptrs);
+  const char* op = conv_op_name(p);
   DeviceHandles& h = device_handles(plan.device);
   std::lock_guard<std::mutex> lock(h.exec_mu);
   try {
-    if (h.exec == nullptr) return Status::errorf(conv_op_name(p), ": no cuDNN handle for device ", plan.device);
-    if (!h.exec_stream_set || h.exec_stream != stream) {
-      h.exec_stream_set = false;
-      const cudnnStatus_t s = fe::detail::set_stream(h.exec, stream);
-      if (s != CUDNN_STATUS_SUCCESS)
-        return Status::errorf(conv_op_name(p), ": cudnnSetStream failed: ", cudnn_error(s));
-      h.exec_stream = stream;
-      h.exec_stream_set = true;
-    }
+    if (h.exec == nullptr) return Status::errorf(op, ": no cuDNN handle for device ", plan.device);
     // Direct path (see CudnnPlan::exec_plan). A thread with no current CUDA
     // context (never the frameworks' threads) takes the front end's path, which
     // binds one first.
     if (plan.exec_plan != nullptr && fe::detail::has_current_context()) {
-      cudnnBackendDescriptor_t pack = nullptr;
-      TRT_FASTOPS_RETURN_IF_ERROR(variant_pack_for(plan, ptrs, workspace, conv_op_name(p), &pack));
-      const cudnnStatus_t s = fe::detail::execute(h.exec, plan.exec_plan, pack);
-      if (s != CUDNN_STATUS_SUCCESS)
-        return Status::errorf(conv_op_name(p), ": cuDNN execution failed: ", cudnn_error(s));
-      return Status::ok();
+      // A caller's stream under capture (ORT / TensorRT CUDA graphs) gets the
+      // direct execute, which its graph records; no graph is captured,
+      // launched or destroyed then.
+      const bool capturing = plan.graph_replay && stream_capturing(stream);
+      if (capturing) g_capturing_executions.fetch_add(1, std::memory_order_relaxed);
+      CudnnPlan::Pack* pack = nullptr;
+      TRT_FASTOPS_RETURN_IF_ERROR(pack_for(plan, p, workspace, capturing, op, &pack));
+      if (plan.graph_replay && !capturing && !pack->no_graph &&
+          (pack->graph_exec != nullptr || (pack->uses >= kCaptureAfterUses && capture_graph(h, plan, *pack, p)))) {
+        if (cudaGraphLaunch(pack->graph_exec, stream) == cudaSuccess) {
+          g_graph_launches.fetch_add(1, std::memory_order_relaxed);
+          return Status::ok();
+        }
+        give_up_graph(*pack);  // and execute directly below
+      }
+      TRT_FASTOPS_RETURN_IF_ERROR(bind_exec_stream(h, stream, op));
+      const cudnnStatus_t s = fe::detail::execute(h.exec, plan.exec_plan, pack->desc);
+      if (s != CUDNN_STATUS_SUCCESS) return Status::errorf(op, ": cuDNN execution failed: ", cudnn_error(s));
+      return run_epilogue(plan, p, stream);
     }
+    TRT_FASTOPS_RETURN_IF_ERROR(bind_exec_stream(h, stream, op));
+    void* ptrs[kMaxUserSlots];
+    fill_pointers(plan.n_user, plan.user_uids, p, ptrs);
     fe::error_t e = plan.graph->execute_plan_at_index(h.exec, ptrs, plan.n_user, workspace, plan.index);
-    if (e.is_bad()) return Status::errorf(conv_op_name(p), ": cuDNN execution failed: ", e.get_message());
-    return Status::ok();
+    if (e.is_bad()) return Status::errorf(op, ": cuDNN execution failed: ", e.get_message());
+    return run_epilogue(plan, p, stream);
   } catch (const std::exception& e) {
-    return Status::errorf(conv_op_name(p), ": cuDNN execution threw: ", e.what());
+    return Status::errorf(op, ": cuDNN execution threw: ", e.what());
   } catch (...) {
-    return Status::errorf(conv_op_name(p), ": cuDNN execution threw an unknown exception");
+    return Status::errorf(op, ": cuDNN execution threw an unknown exception");
   }
+}
+
+CudnnExecStats cudnn_exec_stats() {
+  CudnnExecStats s;
+  s.graph_launches = g_graph_launches.load(std::memory_order_relaxed);
+  s.graph_captures = g_graph_captures.load(std::memory_order_relaxed);
+  s.graph_failures = g_graph_failures.load(std::memory_order_relaxed);
+  s.capturing_executions = g_capturing_executions.load(std::memory_order_relaxed);
+  return s;
+}
+
+void cudnn_reset_exec_stats() {
+  g_graph_launches = 0;
+  g_graph_captures = 0;
+  g_graph_failures = 0;
+  g_capturing_executions = 0;
 }
 
 #endif  // TRT_FASTOPS_CONV_WITH_CUDNN

@@ -249,6 +249,11 @@ cudaError_t run_bias_activation(const ConvParams& p, cudaStream_t stream) {
   });
 }
 
+cudaError_t launch_gpu_wait(uint64_t nanoseconds, cudaStream_t stream) {
+  conv_gpu_wait_kernel<<<1, 1, 0, stream>>>(nanoseconds);
+  return cudaGetLastError();
+}
+
 std::string fallback_kernel_name(const FallbackPlan& plan, const ConvParams& p) {
   const std::string t = dtype_name(p.dtype);
   const std::string tr = p.transpose ? ",transpose" : "";

@@ -52,6 +52,11 @@ cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* wo
 // bias / activation could not be fused.
 cudaError_t run_bias_activation(const ConvParams& p, cudaStream_t stream);
 
+// Keeps `stream` busy for about `nanoseconds` (one thread polling the global
+// timer): the cuDNN autotuner queues the runs it times behind it, so they run
+// back to back on the GPU whatever the host spends enqueueing them.
+cudaError_t launch_gpu_wait(uint64_t nanoseconds, cudaStream_t stream);
+
 // "gemm_mma<float16,bn128>", "gemm_simt<float32>", "direct<bfloat16>" (+ ",transpose").
 std::string fallback_kernel_name(const FallbackPlan& plan, const ConvParams& p);
 

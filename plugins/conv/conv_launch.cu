@@ -24,7 +24,8 @@ struct ConvPlan {
   bool empty = false;
   FallbackPlan fallback;                     // always valid: the plan itself, or cuDNN's backup
   std::shared_ptr<const CudnnPlan> cudnn;    // set when cuDNN runs it
-  bool separate_epilogue = false;
+  bool separate_epilogue = false;            // info only: the CudnnPlan runs its own epilogue
+  bool graph_replay = false;                 // info only: cuDNN hits may replay a CUDA graph
   size_t workspace = 0;                      // max(cuDNN's, fallback's)
   std::string description;
   std::string fallback_kernel;
@@ -71,10 +72,11 @@ long long env_int(const char* name, long long fallback, long long lo) {
 CudnnPlanOptions cudnn_options_from_env() {
   CudnnPlanOptions o;
   o.autotune = env_flag("TRT_FASTOPS_CONV_AUTOTUNE", true);
-  o.max_candidates = static_cast<int>(env_int("TRT_FASTOPS_CONV_AUTOTUNE_PLANS", 8, 1));
+  o.max_candidates = static_cast<int>(env_int("TRT_FASTOPS_CONV_AUTOTUNE_CANDIDATES", 16, 0));
   o.max_workspace = env_int("TRT_FASTOPS_CONV_MAX_WORKSPACE_MB", 256, 0) << 20;
   o.allow_tf32 = env_flag("TRT_FASTOPS_CONV_ALLOW_TF32", false);
   o.allow_runtime_compilation = env_flag("TRT_FASTOPS_CONV_RUNTIME_COMPILE", true);
+  o.graph_replay = env_flag("TRT_FASTOPS_CONV_GRAPH_REPLAY", true);
   return o;
 }
 
@@ -126,6 +128,7 @@ Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, 
     if (r.plan) {
       plan->cudnn = std::move(r.plan);
       plan->separate_epilogue = r.separate_epilogue;
+      plan->graph_replay = r.graph_replay;
       plan->workspace = std::max(plan->workspace, r.workspace);
       plan->description = "cudnn " + r.description;
     } else {
@@ -236,13 +239,11 @@ Status conv_run(const ConvParams& p, const ConvPlanHandle& plan, void* workspace
     return Status::errorf(op, ": workspace must be 16-byte aligned");
 
   if (plan->cudnn) {
+    // cudnn_execute runs the plan's separate bias/activation kernel too.
     Status st = take_debug_failure()
                     ? Status::errorf(op, ": cuDNN execution failed: injected by conv_debug_fail_cudnn_executions")
                     : cudnn_execute(*plan->cudnn, p, workspace, stream);
-    if (st.is_ok()) {
-      if (!plan->separate_epilogue) return Status::ok();
-      return cuda_status(run_bias_activation(p, stream), "conv bias/activation kernel");
-    }
+    if (st.is_ok()) return Status::ok();
     // The plan failed: evict it for good (the signature now maps to the
     // fallback) and produce this call's output with the fallback.
     g_exec_failures.fetch_add(1, std::memory_order_relaxed);
@@ -250,6 +251,7 @@ Status conv_run(const ConvParams& p, const ConvPlanHandle& plan, void* workspace
     auto replacement = std::make_shared<ConvPlan>(*plan);
     replacement->cudnn.reset();
     replacement->separate_epilogue = false;
+    replacement->graph_replay = false;
     replacement->cudnn_refusal = "cuDNN plan failed at execution: " + st.message();
     replacement->description = "fallback " + plan->fallback_kernel + " (after a cuDNN execution failure)";
     plan_cache().put(plan->key, std::move(replacement));
@@ -266,6 +268,7 @@ ConvPlanInfo conv_plan_info(const ConvPlanHandle& plan) {
   info.empty = plan->empty;
   info.cudnn = plan->cudnn != nullptr;
   info.separate_epilogue = plan->separate_epilogue;
+  info.graph_replay = plan->graph_replay;
   info.workspace = plan->workspace;
   info.description = plan->description;
   info.fallback_kernel = plan->fallback_kernel;
@@ -280,6 +283,11 @@ ConvCacheStats conv_cache_stats() {
   s.fallback_plans = g_fallback_plans.load(std::memory_order_relaxed);
   s.exec_failures = g_exec_failures.load(std::memory_order_relaxed);
   s.capture_misses = g_capture_misses.load(std::memory_order_relaxed);
+  const CudnnExecStats exec = cudnn_exec_stats();
+  s.graph_launches = exec.graph_launches;
+  s.graph_captures = exec.graph_captures;
+  s.graph_failures = exec.graph_failures;
+  s.capturing_executions = exec.capturing_executions;
   s.cudnn_compiled = cudnn_compiled();
   const Status lib = cudnn_library_status(&s.cudnn_version);
   s.cudnn_available = lib.is_ok();
@@ -295,6 +303,7 @@ void conv_cache_reset_stats() {
   g_fallback_plans = 0;
   g_exec_failures = 0;
   g_capture_misses = 0;
+  cudnn_reset_exec_stats();
 }
 
 void conv_cache_set_capacity(size_t capacity) { plan_cache().set_capacity(capacity); }

@@ -112,6 +112,7 @@ py::dict info_dict(const ConvPlanHandle& plan) {
   d["empty"] = info.empty;
   d["cudnn"] = info.cudnn;
   d["separate_epilogue"] = info.separate_epilogue;
+  d["graph_replay"] = info.graph_replay;
   d["workspace_bytes"] = info.workspace;
   d["description"] = info.description;
   d["fallback_kernel"] = info.fallback_kernel;
@@ -228,6 +229,10 @@ py::dict conv_cache_stats() {
   d["fallback_plans"] = s.fallback_plans;
   d["exec_failures"] = s.exec_failures;
   d["capture_misses"] = s.capture_misses;
+  d["graph_launches"] = s.graph_launches;
+  d["graph_captures"] = s.graph_captures;
+  d["graph_failures"] = s.graph_failures;
+  d["capturing_executions"] = s.capturing_executions;
   d["cudnn_compiled"] = s.cudnn_compiled;
   d["cudnn_available"] = s.cudnn_available;
   d["cudnn_version"] = s.cudnn_version;
@@ -252,7 +257,7 @@ void register_conv_bindings(py::module_& m) {
       "Plan (or look up) the convolution for raw device pointers: Conv (transpose=False; w [c_out, c_in/group,\n"
       "k...]) or ConvTranspose (transpose=True; w [c_in, c_out/group, k...]); y = act(conv + bias). Returns\n"
       "{'cudnn', 'description', 'workspace_bytes', 'fallback_kernel', 'cudnn_refusal', 'separate_epilogue',\n"
-      "'empty'}. A miss may synchronise `stream` and (autotuning) run the convolution, writing y.\n"
+      "'graph_replay', 'empty'}. A miss may synchronise `stream` and (autotuning) run the convolution, writing y.\n"
       "backend: 'auto', 'cudnn' (error if cuDNN refuses), 'fallback', 'gemm', 'direct'. Raises RuntimeError\n"
       "with the launcher's message (e.g. a miss during CUDA-graph capture), ValueError for bad arguments.";
   std::apply([&](auto... a) { m.def("conv_plan", &conv_plan, plan_doc, a...); }, args());
@@ -281,7 +286,8 @@ void register_conv_bindings(py::module_& m) {
       args(py::arg("workspace") = 0, py::arg("workspace_bytes") = 0, py::arg("iters") = 32));
   m.def("conv_cache_stats", &conv_cache_stats,
         "Plan cache counters (hits, misses, insertions, replacements, evictions, size, capacity), plans by\n"
-        "kind (cudnn_plans, fallback_plans), exec_failures, capture_misses and cuDNN status.");
+        "kind (cudnn_plans, fallback_plans), exec_failures, capture_misses, cuDNN graph replay (graph_launches,\n"
+        "graph_captures, graph_failures, capturing_executions) and cuDNN status.");
   m.def("conv_cache_clear", &conv::conv_cache_clear, "Drop every cached conv plan.");
   m.def("conv_cache_reset_stats", &conv::conv_cache_reset_stats, "Zero the conv cache counters.");
   m.def("conv_cache_set_capacity", &conv::conv_cache_set_capacity, py::arg("capacity"),

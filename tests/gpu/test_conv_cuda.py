@@ -217,7 +217,7 @@ def test_cudnn_execution_failure_falls_back_and_evicts(workspaces):
 
 def test_autotune_picks_a_working_plan(workspaces, monkeypatch):
     monkeypatch.setenv("TRT_FASTOPS_CONV_AUTOTUNE", "1")
-    monkeypatch.setenv("TRT_FASTOPS_CONV_AUTOTUNE_PLANS", "4")
+    monkeypatch.setenv("TRT_FASTOPS_CONV_AUTOTUNE_CANDIDATES", "4")
     _C.conv_cache_clear()
     case = C("autotune", 4, 64, 128, (14, 14), (3, 3), pads_begin=(1, 1), pads_end=(1, 1), activation="relu")
     for dtype in ("float16", "bfloat16"):
@@ -289,6 +289,20 @@ def test_cuda_graph_capture(backend, workspaces):
     ratio = max_error_ratio(torch, y, reference(torch, case, x, w, b), reference(torch, case, x, w, b, absolute=True),
                             dtype)
     assert ratio <= 1.0, ratio
+
+    # The same call outside capture again, several times: on cuDNN the later hits replay a CUDA
+    # graph of their own (conv_cudnn.h); every result still matches.
+    for i in range(4):
+        x.copy_(torch.randn_like(x, dtype=torch.float32).to(x.dtype))
+        with torch.cuda.stream(stream):
+            stream.wait_stream(torch.cuda.default_stream())
+            y.fill_(float("nan"))
+            _C.conv_forward(**kw, workspace=buf.data_ptr(), workspace_bytes=buf.numel())
+        stream.synchronize()
+        ratio = max_error_ratio(torch, y, reference(torch, case, x, w, b),
+                                reference(torch, case, x, w, b, absolute=True), dtype)
+        assert ratio <= 1.0, (i, ratio)
+    assert _C.conv_cache_stats()["graph_failures"] == 0
 
     # An unseen signature during capture: a clear error, not a crash; capture itself stays valid.
     other = C(f"graph_miss_{backend}", 1, 8, 8, (5, 5), (3, 3))
