@@ -18,7 +18,7 @@ namespace trt_fastops::attention {
 namespace {
 
 // Tile variants per head-dim bucket. The warp-specialised kernels
-// (HopperWsConfig<D, BLOCK_N, consumer warpgroups, STAGES, PINGPONG, SKIP>, TMA-fed)
+// (HopperWsConfig<D, BLOCK_N, consumer warpgroups, STAGES, PINGPONG>, TMA-fed)
 // come first; variant 0 is the default. Masked inputs take MASKED_VARIANT (the
 // three-consumer d64 tile spills with the mask code). The plain wgmma kernel
 // (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on and runs
@@ -31,15 +31,14 @@ struct HopperTiles;
 template <>
 struct HopperTiles<64> {
   using Variants = std::tuple<HopperWsConfig<64, 128, 3, 2, true>, HopperWsConfig<64, 128, 2, 2, true>,
-                              HopperWsConfig<64, 128, 3, 2, false>, HopperWsConfig<64, 128, 3, 2, true, false>,
-                              HopperConfig<64, 64, 2>>;
-  static constexpr int FIRST_BASIC = 4, MASKED_VARIANT = 1;
+                              HopperWsConfig<64, 128, 3, 2, false>, HopperConfig<64, 64, 2>>;
+  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 1;
 };
 template <>
 struct HopperTiles<128> {
   using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 128, 2, 2, false>,
-                              HopperWsConfig<128, 128, 2, 2, true, false>, HopperConfig<128, 64, 2>>;
-  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 0;
+                              HopperConfig<128, 64, 2>>;
+  static constexpr int FIRST_BASIC = 2, MASKED_VARIANT = 0;
 };
 template <>
 struct HopperTiles<256> {
@@ -49,8 +48,8 @@ struct HopperTiles<256> {
 
 template <typename CFG>
 constexpr bool is_warp_specialised = false;
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, bool SKIP>
-constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, SKIP>> = true;
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
+constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG>> = true;
 
 // The driver's tensor-map encoder, looked up once (no link-time libcuda dependency).
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {

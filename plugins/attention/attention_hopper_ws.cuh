@@ -38,12 +38,9 @@ struct TmaMaps {
   CUtensorMap q, k, v;
 };
 
-// SKIP: each consumer warpgroup skips the key blocks its own rows can't see.
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, bool SKIP = true>
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
 struct HopperWsConfig {
-  static constexpr const char* NAME = PINGPONG ? (SKIP ? "flash_fwd_ws_pingpong" : "flash_fwd_ws_pingpong_noskip")
-                                               : (SKIP ? "flash_fwd_ws" : "flash_fwd_ws_noskip");
-  static constexpr bool OWN_BLOCKS = SKIP;
+  static constexpr const char* NAME = PINGPONG ? "flash_fwd_ws_pingpong" : "flash_fwd_ws";
   static_assert(STAGES >= 2, "K/V ring of two or more stages");
   static constexpr int HEAD_DIM = D, BLOCK_M = 64 * CONSUMERS, BLOCK_N = BN, NUM_WARPS = 4 * (CONSUMERS + 1);
   static constexpr int BLOCKS_PER_SM = 1, THREADS = NUM_WARPS * 32, NUM_STAGES = STAGES, NUM_CONSUMERS = CONSUMERS;
@@ -206,24 +203,13 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
       if (tile >= tiles) break;
       w_cur = block_work<BM, BN, MASKED>(a, tile);
       const BlockWork& w = w_cur;
-      // This warpgroup's own key blocks: none for rows past q_len, and only
-      // those its 64 rows can see (causal frontier, short mask). The blocks
-      // beyond, which other warpgroups of the tile need, it only waits for
-      // and releases, taking its turns, so the ring and the turn order stay
-      // the same for every warpgroup. (Held in w.n_blocks; the tile's count
-      // is recomputed after the loop rather than kept in a register.)
-      if constexpr (CFG::OWN_BLOCKS) {
-        if (const int own_row0 = w.m0 + cg * 64; own_row0 >= a.q_len) w_cur.n_blocks = 0;
-        else w_cur.n_blocks = min(w.n_blocks, key_blocks<64, BN, MASKED>(a, own_row0));
-      }
-      const int own_blocks = w.n_blocks;
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;
       row_max[0][0] = row_max[0][1] = NEG_INF;
       row_sum[0][0] = row_sum[0][1] = 0.f;
 
       mbar_wait(q_full, it & 1);
-      if (own_blocks == 0) {
+      if (w.n_blocks == 0) {
         release(q_empty);
       } else {
         float s[1][NT][4];
@@ -241,12 +227,12 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
         wgmma_wait<0>();
         pin_registers<NT>(s[0]);
         release(k_empty + st);
-        if (own_blocks == 1) release(q_empty);  // the next tile's Q may land now
+        if (w.n_blocks == 1) release(q_empty);  // the next tile's Q may land now
         prepare(s, 0);
-        softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero
+        softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
         pack_p<T, 1, NT>(s, ap);
 
-        for (int nb = 1; nb < own_blocks; ++nb) {
+        for (int nb = 1; nb < w.n_blocks; ++nb) {
           const int pst = st, pphase = (kv / STAGES) & 1;  // block nb - 1 (its P V is still to do)
           ++kv;
           st = kv % STAGES;
@@ -267,7 +253,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
           wgmma_wait<1>();  // S_nb has landed; P_{nb-1} V_{nb-1} may still run
           pin_registers<NT>(s[0]);
           release(k_empty + st);
-          if (nb == own_blocks - 1) release(q_empty);
+          if (nb == w.n_blocks - 1) release(q_empty);
           prepare(s, nb * BN);
           softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);
           wgmma_wait<0>();
@@ -278,7 +264,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
 
         mbar_wait(v_full + st, (kv / STAGES) & 1);
         turn_begin();
-        if (own_blocks > 1) rescale_o<1, DT>(o, alpha);
+        if (w.n_blocks > 1) rescale_o<1, DT>(o, alpha);
         wgmma_fence();
         issue_pv(ap, st);
         wgmma_commit();
@@ -287,23 +273,6 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
         pin_registers<DT>(o[0]);
         release(v_empty + st);
         ++kv;
-      }
-      // The blocks only other warpgroups need: one turn each (plus the final
-      // P V turn when this warpgroup had no block), released once landed so
-      // each release counts toward that use of the buffer.
-      const int tile_blocks = CFG::OWN_BLOCKS ? key_blocks<BM, BN, MASKED>(a, w.m0) : own_blocks;
-      for (int nb = own_blocks; nb < tile_blocks; ++nb, ++kv) {
-        const int st = kv % STAGES, phase = (kv / STAGES) & 1;
-        mbar_wait(k_full + st, phase);
-        mbar_wait(v_full + st, phase);
-        turn_begin();
-        turn_end();
-        release(k_empty + st);
-        release(v_empty + st);
-      }
-      if (own_blocks == 0 && tile_blocks > 0) {
-        turn_begin();
-        turn_end();
       }
       // Each warp stages its output rows in its own rows of s_o (the
       // __syncwarp orders them after this warp's reads of the previous tile).

@@ -129,10 +129,7 @@ std::atomic<int> g_causal_schedule{-1};
 
 int attention_set_causal_schedule(int section_mib) { return g_causal_schedule.exchange(section_mib < -1 ? -1 : section_mib); }
 
-int causal_section_mib() {
-  const int s = g_causal_schedule.load(std::memory_order_relaxed);
-  return s >= 0 ? s : DEFAULT_CAUSAL_SECTION_MIB;
-}
+int causal_schedule_override() { return g_causal_schedule.load(std::memory_order_relaxed); }
 
 cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
   if (attention_unsupported_reason(p) != nullptr) return cudaErrorInvalidValue;

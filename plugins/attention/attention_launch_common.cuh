@@ -76,11 +76,19 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m) {
 
 inline constexpr int MAX_DEVICES = 64;
 
-// Causal inputs on persistent kernels: tiles heaviest first in sections of
-// heads whose K/V take this many MiB of L2 (0: a CTA per tile instead).
-// attention_set_causal_schedule overrides it.
-inline constexpr int DEFAULT_CAUSAL_SECTION_MIB = 8;
-int causal_section_mib();
+// How causal inputs run on a persistent kernel (H100, scripts/tune_attention.py,
+// every schedule timed interleaved): with many query blocks per head a CTA per
+// tile (the hardware's dynamic balance: d128 16k 638 against 395-477 TFLOP/s
+// persistent), else the persistent grid with tiles heaviest first in sections
+// of heads whose K/V take 2 MiB (d128: 1.2-1.3x the other sections at 512-4k)
+// or 8 MiB (d64, where 2-32 MiB are within 5 %).
+inline constexpr int CAUSAL_TILES_PER_HEAD_MAX = 48;
+inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
+  if (m_blocks > CAUSAL_TILES_PER_HEAD_MAX) return 0;
+  return head_dim_bucket(p) <= 64 ? 8 : 2;
+}
+// attention_set_causal_schedule's override, or -1 for the default.
+int causal_schedule_override();
 
 // What launches need of the current device, read once per device (compute
 // capability for the path choice, SMs for persistent grids).
@@ -135,7 +143,8 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // differ in cost, so they go heaviest first in sections of heads whose
     // K/V fit in L2 together and rounds alternate direction: each round's
     // tiles cost about the same. (Or a CTA per tile: causal_section_mib 0.)
-    const int section_mib = p.causal ? causal_section_mib() : 0;
+    const int forced = causal_schedule_override();
+    const int section_mib = !p.causal ? 0 : forced >= 0 ? forced : default_causal_section_mib(p, a.m_blocks);
     if (!p.causal || section_mib > 0)
       blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
     if (section_mib > 0) {
