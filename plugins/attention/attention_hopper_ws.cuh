@@ -19,7 +19,8 @@
 // Tiles use the canonical 128-byte-swizzled layout ([D / 64][rows][64]) that
 // both TMA (CU_TENSOR_MAP_SWIZZLE_128B) and the wgmma descriptors understand.
 // Persistent (one CTA per SM walks the tiles), so a tile's output store and
-// the next tile's Q load overlap the matrix work. No thread-block clusters:
+// the next tile's Q load overlap the matrix work; causal inputs with many query
+// blocks per head get a CTA per tile instead (the launcher's choice). No thread-block clusters:
 // CUDA-graph updates of this kernel need no re-instantiation.
 #pragma once
 

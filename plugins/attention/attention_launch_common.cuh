@@ -142,7 +142,7 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // One resident CTA per SM walks the tiles (persistent_tile). Causal tiles
     // differ in cost, so they go heaviest first in sections of heads whose
     // K/V fit in L2 together and rounds alternate direction: each round's
-    // tiles cost about the same. (Or a CTA per tile: causal_section_mib 0.)
+    // tiles cost about the same. (Or a CTA per tile: a section of 0 MiB.)
     const int forced = causal_schedule_override();
     const int section_mib = !p.causal ? 0 : forced >= 0 ? forced : default_causal_section_mib(p, a.m_blocks);
     if (!p.causal || section_mib > 0)
