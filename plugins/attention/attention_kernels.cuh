@@ -126,20 +126,6 @@ struct BlockWork {
   bool raw_scores;
 };
 
-// Key blocks of BN the query rows [m0, m0 + ROWS) must visit: keys past the
-// returned count's end are masked for every one of them (bounds, causal
-// frontier, the end of a short mask).
-template <int ROWS, int BN, bool MASKED>
-__device__ __forceinline__ int key_blocks(const FlashArgs& a, int m0) {
-  int64_t n_end = a.kv_len;
-  if (MASKED && a.mask_kv_len < n_end) n_end = a.mask_kv_len;
-  if (a.causal) {
-    const int64_t visible = int64_t(m0) + ROWS + a.causal_offset;  // keys j < visible for the last row
-    if (visible < n_end) n_end = visible;
-  }
-  return n_end > 0 ? int((n_end + BN - 1) / BN) : 0;
-}
-
 // tile: the work item (blockIdx.x, or the persistent kernel's tile index).
 template <int BM, int BN, bool MASKED>
 __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
@@ -167,7 +153,14 @@ __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
   w.h = w.bh % a.q_heads;
   w.kvh = w.h / a.group;
   w.m0 = m_block * BM;
-  w.n_blocks = key_blocks<BM, BN, MASKED>(a, w.m0);
+  // Keys past n_end are masked for every row of this block.
+  int64_t n_end = a.kv_len;
+  if (MASKED && a.mask_kv_len < n_end) n_end = a.mask_kv_len;
+  if (a.causal) {
+    const int64_t visible = int64_t(w.m0) + BM + a.causal_offset;  // keys j < visible for the last row
+    if (visible < n_end) n_end = visible;
+  }
+  w.n_blocks = n_end > 0 ? int((n_end + BN - 1) / BN) : 0;
   // Raw mode (scale folded into the exponent, one FFMA per element) unless
   // softcap or an additive mask needs log2 units first; needs a positive scale.
   w.raw_scores = a.softcap <= 0.f && !(MASKED && a.mask_kind == 2) && a.scale_log2 > 0.f;
