@@ -8,8 +8,8 @@ for compute-sanitizer (the cuDNN path is not run: its kernels are not ours).
     compute-sanitizer --tool initcheck python3 scripts/sanitize_conv.py
 
 Covers, for float16, bfloat16 and float32, Conv and ConvTranspose: the direct kernel, the
-tensor-core implicit GEMM with BN 64 and 128 (16-bit types) and the float32 FFMA GEMM, each
-with weight packing; bias / no bias; every activation; 1-D, 2-D, 3-D; groups, depthwise,
+tensor-core implicit GEMMs with BN 64 and 128 (16-bit types; gathering from NCHW, and on a
+channels-last copy of x) and the float32 FFMA GEMM, each with weight packing; bias / no bias; every activation; 1-D, 2-D, 3-D; groups, depthwise,
 dilation, stride, asymmetric pads, output_padding; K not a multiple of the tile depth;
 partial M / N tiles; misaligned x / w / bias / y; no input channels; plus the in-place
 bias+activation kernel that follows cuDNN when it cannot fuse (exercised through a forced
@@ -31,10 +31,25 @@ from scripts._conv_torch import ConvCase as C  # noqa: E402
 
 # (case, backend, dtypes, expected kernel prefix per dtype group: (16-bit, float32))
 CASES = [
-    (C("gemm_bn64", 2, 24, 40, (9, 10), (3, 3), pads_begin=(1, 0), pads_end=(0, 1), activation="relu"), "gemm",
+    (C("gemm_bn64", 2, 24, 40, (9, 10), (3, 3), pads_begin=(1, 0), pads_end=(0, 1), activation="relu"), "gather",
      ("gemm_mma<{t},bn64>", "gemm_simt<{t}>")),
     (C("gemm_bn128", 1, 40, 150, (7, 9), (3, 3), stride=(2, 1), pads_begin=(1, 1), pads_end=(1, 1),
-       activation="silu"), "gemm", ("gemm_mma<{t},bn128>", "gemm_simt<{t}>")),
+       activation="silu"), "gather", ("gemm_mma<{t},bn128>", "gemm_simt<{t}>")),
+    # channels-last GEMM (16-bit types, input channels per group a multiple of 8), its x copy included
+    (C("nhwc_bn64", 2, 24, 40, (9, 10), (3, 3), pads_begin=(1, 0), pads_end=(0, 1), activation="relu"), "gemm",
+     ("gemm_nhwc<{t},bn64>", "gemm_simt<{t}>")),
+    (C("nhwc_bn128", 3, 40, 150, (7, 9), (3, 3), stride=(2, 1), pads_begin=(1, 1), pads_end=(1, 1),
+       activation="silu"), "gemm", ("gemm_nhwc<{t},bn128>", "gemm_simt<{t}>")),
+    (C("nhwc_grouped_dilated", 2, 32, 48, (11, 8), (3, 2), group=2, dilation=(2, 3), pads_begin=(2, 1),
+       pads_end=(1, 2), activation="gelu", bias=False), "gemm", ("gemm_nhwc<{t},bn64>", "gemm_simt<{t}>")),
+    (C("nhwc_1d_one_k_tile", 3, 16, 17, (40,), (1,), stride=(3,)), "gemm", ("gemm_nhwc<{t},bn64>", "gemm_simt<{t}>")),
+    (C("nhwc_3d", 1, 8, 20, (5, 6, 7), (3, 2, 3), stride=(1, 2, 1), dilation=(2, 1, 1), pads_begin=(2, 0, 1),
+       pads_end=(1, 1, 1)), "gemm", ("gemm_nhwc<{t},bn64>", "gemm_simt<{t}>")),
+    (C("nhwc_misaligned", 2, 16, 70, (6, 6), (3, 3), pads_begin=(1, 1), pads_end=(1, 1), activation="relu"),
+     "gemm", ("gemm_nhwc<{t},bn128>", "gemm_simt<{t}>")),
+    (C("nhwcT_s2_op", 2, 16, 36, (5, 6), (3, 3), group=2, stride=(2, 2), pads_begin=(1, 1), pads_end=(0, 1),
+       output_padding=(1, 0), transpose=True, activation="relu"), "gemm",
+     ("gemm_nhwc<{t},bn64,transpose>", "gemm_simt<{t},transpose>")),
     (C("gemm_grouped_dilated", 2, 36, 48, (11, 8), (3, 2), group=3, dilation=(2, 3), pads_begin=(2, 1),
        pads_end=(1, 2), activation="gelu", bias=False), "gemm", ("gemm_mma<{t},bn64>", "gemm_simt<{t}>")),
     (C("gemm_1d", 3, 5, 17, (40,), (7,), stride=(3,), pads_begin=(3,), pads_end=(0,)), "gemm",
@@ -70,7 +85,8 @@ CASES = [
      "direct", ("direct<{t}>", "direct<{t}>")),
 ]
 DTYPES = ("float16", "bfloat16", "float32")
-MISALIGN = {"gemm_misaligned": ("x", "w", "bias", "y"), "misaligned_xwb": ("x", "w", "bias")}
+MISALIGN = {"gemm_misaligned": ("x", "w", "bias", "y"), "nhwc_misaligned": ("x", "w", "bias", "y"),
+            "misaligned_xwb": ("x", "w", "bias")}
 
 
 def main() -> int:

@@ -2,17 +2,20 @@
 // choice and launches (device code and design: conv_fallback.cuh).
 //
 // Instantiations: direct 3 dtypes x 2 (Conv, ConvTranspose); tensor-core GEMM
-// 2 dtypes x 2 x BN {64, 128}; float32 GEMM 2; weight packing 3 x 2; bias +
+// (gather and channels-last) 2 dtypes x 2 x BN {64, 128} each, plus one
+// channels-last copy; float32 GEMM 2; weight packing 3 x 2; bias +
 // activation 3 x 2 (16-byte packs or scalars). Runtime-only choices (activation, bias, dims) stay runtime.
 #include "plugins/conv/conv_fallback.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include "plugins/common/cuda_utils.cuh"
 #include "plugins/common/dispatch.cuh"
+#include "plugins/common/smem_optin.h"
 #include "plugins/conv/conv_fallback.cuh"
 
 namespace trt_fastops::conv {
@@ -35,8 +38,37 @@ int64_t mul_below(int64_t a, int64_t b, int64_t limit) {
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
+// Elements of x (checked against int64 overflow by check_conv_params).
+int64_t x_numel(const ConvGeometry& g) { return g.batch * g.c_in * g.in_sp; }
+
 unsigned blocks_for(int64_t total) {
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>((total + kThreads - 1) / kThreads, 1), kMaxBlocks));
+}
+
+// The channels-last copy of x, then conv_gemm_nhwc_kernel (weights already
+// packed by the caller). Its pipeline needs more than the default 48 KiB of
+// shared memory: opted into once per device and instantiation.
+template <typename T, bool TR>
+cudaError_t launch_gemm_nhwc(const FallbackPlan& plan, const ConvArgs<T>& a, void* workspace, dim3 grid,
+                             cudaStream_t stream) {
+  const ConvGeometry& g = a.g;
+  T* xt = reinterpret_cast<T*>(static_cast<unsigned char*>(workspace) + plan.xt_offset);
+  using E = uint16_t;  // moved as raw bits
+  const int64_t s_tiles = (g.in_sp + 31) / 32;
+  const dim3 tgrid(static_cast<unsigned>(std::min<int64_t>(s_tiles, kMaxBlocks)),
+                   static_cast<unsigned>(std::min<int64_t>((g.c_in + 31) / 32, kMaxGridYZ)),
+                   static_cast<unsigned>(std::min<int64_t>(g.batch, kMaxGridYZ)));
+  conv_to_nhwc_kernel<E><<<tgrid, kThreads, 0, stream>>>(reinterpret_cast<const E*>(a.x), reinterpret_cast<E*>(xt),
+                                                         g.c_in, g.in_sp, g.batch);
+  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  return dispatch_int<64, 128>(plan.bn, [&](auto BN) -> cudaError_t {
+    auto kernel = conv_gemm_nhwc_kernel<T, TR, BN.value>;
+    constexpr int SMEM = NhwcSmem<BN.value>::BYTES;
+    static std::atomic<uint64_t> smem_ready{0};
+    if (const cudaError_t err = allow_dynamic_smem(kernel, SMEM, smem_ready); err != cudaSuccess) return err;
+    kernel<<<grid, GEMM_THREADS, SMEM, stream>>>(a, xt);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace
@@ -151,12 +183,15 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
   const bool wide16 = p.dtype != DType::f32;
   const int bn = wide16 && g.kg > 64 ? 128 : 64;
   const int bk = wide16 ? MMA_BK : SIMT_BK;
+  static_assert(MMA_BK == NHWC_BK, "both tensor-core kernels read the same packed weights");
   const int64_t kg_pad = round_up(g.kg, bn);
   const bool can_gemm = g.group <= kMaxGridYZ && kg_pad / bn <= kMaxGridYZ;
+  // 8 channels of one pixel are one 16-byte chunk of the channels-last copy.
+  const bool can_nhwc = wide16 && g.cg % 8 == 0 && g.kgemm > 0;
   bool gemm;
   if (force == FallbackKernel::direct) {
     gemm = false;
-  } else if (force == FallbackKernel::gemm) {
+  } else if (force == FallbackKernel::gemm || force == FallbackKernel::gemm_nhwc) {
     gemm = can_gemm;
   } else {
     gemm = can_gemm && g.kgemm > 0 && g.kg >= kDirectMinChannels;
@@ -169,20 +204,25 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
     *plan = out;
     return Status::ok();
   }
-  out.kernel = FallbackKernel::gemm;
+  out.kernel = can_nhwc && force != FallbackKernel::gemm ? FallbackKernel::gemm_nhwc : FallbackKernel::gemm;
   out.bn = wide16 ? bn : SIMT_BN;
   g.kg_pad = static_cast<int>(round_up(g.kg, out.bn));
   g.kgemm_pad = static_cast<int>(round_up(g.kgemm, bk));
   const int64_t elems = mul_below(mul_below(g.group, g.kg_pad, int64_t(1) << 62), g.kgemm_pad, int64_t(1) << 60);
   if (elems < 0) return Status::errorf(conv_op_name(p), ": packed weights too large");
   out.workspace = static_cast<size_t>(elems * dtype_size(p.dtype));
+  if (out.kernel == FallbackKernel::gemm_nhwc) {
+    out.xt_offset = static_cast<size_t>(round_up(static_cast<int64_t>(out.workspace), 256));
+    out.workspace = out.xt_offset + static_cast<size_t>(x_numel(g) * dtype_size(p.dtype));
+  }
   *plan = out;
   return Status::ok();
 }
 
 cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* workspace, cudaStream_t stream) {
   if (plan.kernel == FallbackKernel::none) return cudaSuccess;
-  if (plan.kernel == FallbackKernel::gemm && plan.workspace > 0 && (workspace == nullptr || !is_aligned(workspace, 16)))
+  if ((plan.kernel == FallbackKernel::gemm || plan.kernel == FallbackKernel::gemm_nhwc) && plan.workspace > 0 &&
+      (workspace == nullptr || !is_aligned(workspace, 16)))
     return cudaErrorInvalidValue;
   const ConvGeometry& g = plan.geom;
   return dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
@@ -202,7 +242,8 @@ cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* wo
         conv_direct_kernel<T, TR><<<grid, kThreads, 0, stream>>>(a);
         return cudaGetLastError();
       }
-      if (plan.kernel != FallbackKernel::gemm) return cudaErrorInvalidValue;
+      if (plan.kernel != FallbackKernel::gemm && plan.kernel != FallbackKernel::gemm_nhwc)
+        return cudaErrorInvalidValue;
       constexpr bool WIDE16 = sizeof(T) == 2;
       const int64_t packed = int64_t(g.group) * g.kg_pad * g.kgemm_pad;
       if (packed > 0) {
@@ -214,6 +255,7 @@ cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* wo
       const dim3 grid(static_cast<unsigned>((g.m_total + GEMM_BM - 1) / GEMM_BM),
                       static_cast<unsigned>(g.kg_pad / plan.bn), static_cast<unsigned>(g.group));
       if constexpr (WIDE16) {
+        if (plan.kernel == FallbackKernel::gemm_nhwc) return launch_gemm_nhwc<T, TR>(plan, a, workspace, grid, stream);
         return dispatch_int<64, 128>(plan.bn, [&](auto BN) {
           conv_gemm_mma_kernel<T, TR, BN.value><<<grid, GEMM_THREADS, 0, stream>>>(a);
           return cudaGetLastError();
@@ -263,6 +305,7 @@ std::string fallback_kernel_name(const FallbackPlan& plan, const ConvParams& p) 
     case FallbackKernel::gemm:
       if (p.dtype == DType::f32) return "gemm_simt<" + t + tr + ">";
       return "gemm_mma<" + t + ",bn" + std::to_string(plan.bn) + tr + ">";
+    case FallbackKernel::gemm_nhwc: return "gemm_nhwc<" + t + ",bn" + std::to_string(plan.bn) + tr + ">";
   }
   return "invalid";
 }

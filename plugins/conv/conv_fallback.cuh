@@ -20,7 +20,11 @@
 // Kernels:
 //   conv_gemm_mma_kernel<T = half|bf16, TRANSPOSE, BN>  tensor cores (mma.sync m16n8k16,
 //       float32 accumulation), CTA tile 128 x BN x 32, 8 warps, two-stage pipeline:
-//       A gathered into registers one tile ahead, B by cp.async.
+//       A gathered into registers one tile ahead, B by cp.async. Any cg; needs
+//       only the packed weights as workspace.
+//   conv_gemm_nhwc_kernel<T, TRANSPOSE, BN>  the same GEMM on a channels-last copy
+//       of x (conv_to_nhwc_kernel, in the workspace) when cg % 8 == 0: A and B both
+//       by 16-byte cp.async, four stages, one barrier per k tile.
 //   conv_gemm_simt_kernel<TRANSPOSE>  float32 by FFMA (no TF32), CTA tile 128 x 64 x 16.
 //   conv_direct_kernel<T, TRANSPOSE>  one thread per output element: few output
 //       channels per group (depthwise), no k at all (c_in == 0), huge group counts.
@@ -339,6 +343,41 @@ struct MmaSmem {
   static constexpr int BYTES = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;
 };
 
+// Epilogue of the tensor-core kernels: acc (the m16n8k16 accumulators of a
+// warp tile WM x 32 at (warp_m, warp_n)) + bias, activation in float32, one
+// rounding, staged as cs[n][m] in shared memory (the caller is done with it),
+// then written along output positions. Synchronises the CTA.
+template <typename T, int BN, int MT, int WM>
+__device__ __forceinline__ void store_mma_tile(const ConvArgs<T>& a, const float (&acc)[MT][4][4], T* cs,
+                                               int64_t m0, int n0, int grp, int warp, int lane) {
+  constexpr int WARPS_M = GEMM_BM / WM;
+  const ConvGeometry& g = a.g;
+  const int warp_m = warp % WARPS_M;
+  const int warp_n = warp / WARPS_M;
+  const int gid = lane >> 2;  // row group of the accumulator layout
+  const int tig = lane & 3;   // thread in group
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int n_local = warp_n * 32 + nt * 8 + tig * 2 + e;
+      const int j = n0 + n_local;
+      float b = 0.f;
+      if (a.bias != nullptr && j < g.kg) b = to_float(__ldg(a.bias + int64_t(grp) * g.kg + j));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int m_local = warp_m * WM + mt * 16 + gid + h * 8;
+          cs[n_local * MMA_CS_STRIDE + m_local] = from_float<T>(apply_activation(acc[mt][nt][h * 2 + e] + b, g.activation));
+        }
+      }
+    }
+  }
+  __syncthreads();
+  store_c_tile<T, BN, MMA_CS_STRIDE>(g, cs, a.y, m0, n0, grp, warp, lane);
+}
+
 template <typename T, bool TRANSPOSE, int BN>
 __global__ void __launch_bounds__(GEMM_THREADS, BN == 128 ? 1 : 2) conv_gemm_mma_kernel(ConvArgs<T> a) {
   static_assert(sizeof(T) == 2, "tensor-core path is for 16-bit types");
@@ -461,30 +500,215 @@ __global__ void __launch_bounds__(GEMM_THREADS, BN == 128 ? 1 : 2) conv_gemm_mma
     __syncthreads();
   }
 
-  // Epilogue: bias + activation in float32, one rounding, staged as cs[n][m].
-  T* cs = reinterpret_cast<T*>(smem);
-  const int gid = lane >> 2;  // row group of the accumulator layout
-  const int tig = lane & 3;   // thread in group
+  store_mma_tile<T, BN, MT, WM>(a, acc, reinterpret_cast<T*>(smem), m0, n0, grp, warp, lane);
+}
+
+// ---------------------------------------------------------------------------
+// NHWC implicit GEMM (16-bit types, cg a multiple of 8). The launcher first
+// copies x to channels-last (conv_to_nhwc_kernel, into the workspace): then
+// the 8 consecutive k of one A chunk (same tap, channels c..c+7) are 16
+// contiguous bytes of one input pixel, and the whole A tile arrives by
+// cp.async (zero-filled outside the input) like B, in a NHWC_STAGES-deep
+// pipeline with one barrier per k tile. Shared memory per stage: As[m][k] and
+// Bs[n][k], k contiguous, rows of 32 + 8 elements (80 bytes: the eight rows
+// one ldmatrix reads fall in distinct banks); fragments by ldmatrix (no
+// transpose). Warps and epilogue as in conv_gemm_mma_kernel.
+
+// x [batch][c][sp] -> xt [batch][sp][c], 32 x 32 tiles through shared memory
+// (both sides coalesced); all three grid dims stride (sizes may exceed them).
+template <typename E>
+__global__ void __launch_bounds__(256) conv_to_nhwc_kernel(const E* __restrict__ x, E* __restrict__ xt, int c,
+                                                           int64_t sp, int64_t batch) {
+  __shared__ E tile[32][33];
+  const int tx = threadIdx.x & 31;
+  const int ty = threadIdx.x >> 5;
+  const int64_t s_tiles = (sp + 31) / 32;
+  const int c_tiles = (c + 31) / 32;
+  for (int64_t image = blockIdx.z; image < batch; image += gridDim.z) {
+    const E* xi = x + image * c * sp;
+    E* ti = xt + image * c * sp;
+    for (int ct = blockIdx.y; ct < c_tiles; ct += gridDim.y) {
+      for (int64_t st = blockIdx.x; st < s_tiles; st += gridDim.x) {
+        const int c0 = ct * 32;
+        const int64_t s0 = st * 32;
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int n_local = warp_n * 32 + nt * 8 + tig * 2 + e;
-      const int j = n0 + n_local;
-      float b = 0.f;
-      if (a.bias != nullptr && j < g.kg) b = to_float(__ldg(a.bias + int64_t(grp) * g.kg + j));
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int m_local = warp_m * WM + mt * 16 + gid + h * 8;
-          cs[n_local * MMA_CS_STRIDE + m_local] = from_float<T>(apply_activation(acc[mt][nt][h * 2 + e] + b, g.activation));
+        for (int i = 0; i < 4; ++i) {
+          const int cc = c0 + ty + 8 * i;
+          const int64_t s = s0 + tx;
+          if (cc < c && s < sp) tile[ty + 8 * i][tx] = xi[int64_t(cc) * sp + s];
         }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int64_t s = s0 + ty + 8 * i;
+          const int cc = c0 + tx;
+          if (cc < c && s < sp) ti[s * c + cc] = tile[tx][ty + 8 * i];
+        }
+        __syncthreads();
       }
     }
   }
-  __syncthreads();
-  store_c_tile<T, BN, MMA_CS_STRIDE>(g, cs, a.y, m0, n0, grp, warp, lane);
+}
+
+constexpr int NHWC_BK = 32;
+constexpr int NHWC_STRIDE = NHWC_BK + 8;
+constexpr int NHWC_STAGES = 4;
+
+template <int BN>
+struct NhwcSmem {
+  static constexpr int A_STAGE = GEMM_BM * NHWC_STRIDE;  // elements
+  static constexpr int B_STAGE = BN * NHWC_STRIDE;
+  static constexpr int PIPE_BYTES = NHWC_STAGES * (A_STAGE + B_STAGE) * 2;
+  static constexpr int C_BYTES = BN * MMA_CS_STRIDE * 2;
+  static constexpr int BYTES = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;
+};
+
+template <typename T, bool TRANSPOSE, int BN>
+__global__ void __launch_bounds__(GEMM_THREADS, 2) conv_gemm_nhwc_kernel(ConvArgs<T> a, const T* __restrict__ xt) {
+  static_assert(sizeof(T) == 2, "tensor-core path is for 16-bit types");
+  static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
+  constexpr int BK = NHWC_BK;
+  constexpr int STAGES = NHWC_STAGES;
+  constexpr int CHUNKS_PER_ROW = BK / 8;                          // 16-byte chunks per tile row
+  constexpr int A_CHUNKS = GEMM_BM * CHUNKS_PER_ROW / GEMM_THREADS;  // per thread
+  constexpr int B_CHUNKS = BN * CHUNKS_PER_ROW / GEMM_THREADS;
+  constexpr int A_ROW_STEP = GEMM_THREADS / CHUNKS_PER_ROW;      // rows between a thread's chunks
+  constexpr int WARPS_N = BN / 32;
+  constexpr int WARPS_M = GEMM_WARPS / WARPS_N;
+  constexpr int WM = GEMM_BM / WARPS_M;
+  constexpr int MT = WM / 16;
+  constexpr int NT = 4;
+  using Smem = NhwcSmem<BN>;
+  static_assert((NHWC_STRIDE * 2) % 16 == 0 && (Smem::A_STAGE * 2) % 16 == 0 && (Smem::B_STAGE * 2) % 16 == 0,
+                "cp.async destinations must stay 16-byte aligned");
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* as = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* bs = as + STAGES * Smem::A_STAGE;
+
+  const ConvGeometry& g = a.g;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int warp_m = warp % WARPS_M;
+  const int warp_n = warp / WARPS_M;
+  const int grp = blockIdx.z;
+  const int64_t m0 = int64_t(blockIdx.x) * GEMM_BM;
+  const int n0 = blockIdx.y * BN;
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(xt);
+  const uint16_t* wp = reinterpret_cast<const uint16_t*>(a.wp) + (int64_t(grp) * g.kg_pad + n0) * g.kgemm_pad;
+
+  // This thread's A chunks: k columns kc*8 .. kc*8+7 of rows arow + A_ROW_STEP * i.
+  const int kc = tid % CHUNKS_PER_ROW;
+  const int arow = tid / CHUNKS_PER_ROW;
+  int64_t pix[A_CHUNKS];  // first pixel of the row's image (image * in_sp)
+  int bd[A_CHUNKS], bh[A_CHUNKS], bw[A_CHUNKS];
+  bool mvalid[A_CHUNKS];
+#pragma unroll
+  for (int i = 0; i < A_CHUNKS; ++i) {
+    const int64_t m = m0 + arow + A_ROW_STEP * i;
+    mvalid[i] = m < g.m_total;
+    const int64_t mm = mvalid[i] ? m : 0;
+    const int64_t image = mm / g.out_sp;
+    const int pos = static_cast<int>(mm - image * g.out_sp);
+    const int ow = pos % g.out[2];
+    const int t = pos / g.out[2];
+    const int oh = t % g.out[1];
+    const int od = t / g.out[1];
+    bd[i] = row_base<TRANSPOSE>(od, g.stride[0], g.pad[0]);
+    bh[i] = row_base<TRANSPOSE>(oh, g.stride[1], g.pad[1]);
+    bw[i] = row_base<TRANSPOSE>(ow, g.stride[2], g.pad[2]);
+    pix[i] = image * g.in_sp;
+  }
+  const int64_t group_c = int64_t(grp) * g.cg;
+
+  auto load_tile = [&](int kt, int stage) {
+    const int k = kt * BK + kc * 8;
+    const bool kvalid = k < g.kgemm;
+    const int tap = static_cast<int>(g.div_cg.div(static_cast<uint32_t>(k)));
+    const int c = k - tap * g.cg;
+    const int q = static_cast<int>(g.div_kw.div(static_cast<uint32_t>(tap)));
+    const int kw = tap - q * g.kernel[2];
+    const int kd = static_cast<int>(g.div_kh.div(static_cast<uint32_t>(q)));
+    const int kh = q - kd * g.kernel[1];
+    uint16_t* a_dst = as + stage * Smem::A_STAGE + arow * NHWC_STRIDE + kc * 8;
+#pragma unroll
+    for (int i = 0; i < A_CHUNKS; ++i) {
+      const int id = input_pos<TRANSPOSE>(bd[i], kd * g.dilation[0], g.in[0], g.div_sd, g.stride[0]);
+      const int ih = input_pos<TRANSPOSE>(bh[i], kh * g.dilation[1], g.in[1], g.div_sh, g.stride[1]);
+      const int iw = input_pos<TRANSPOSE>(bw[i], kw * g.dilation[2], g.in[2], g.div_sw, g.stride[2]);
+      const bool ok = kvalid && mvalid[i] && (id | ih | iw) >= 0;
+      const int64_t pixel = pix[i] + (int64_t(id) * g.in[1] + ih) * g.in[2] + iw;
+      cp_async_16_zfill(a_dst + A_ROW_STEP * i * NHWC_STRIDE, ok ? x + pixel * g.c_in + group_c + c : x, ok);
+    }
+    uint16_t* b_dst = bs + stage * Smem::B_STAGE;
+#pragma unroll
+    for (int qq = 0; qq < B_CHUNKS; ++qq) {
+      const int chunk = tid + qq * GEMM_THREADS;
+      const int row = chunk / CHUNKS_PER_ROW;
+      const int col = (chunk % CHUNKS_PER_ROW) * 8;
+      cp_async_16(b_dst + row * NHWC_STRIDE + col, wp + int64_t(row) * g.kgemm_pad + kt * BK + col);
+    }
+  };
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+
+  const int ktiles = (g.kgemm + BK - 1) / BK;
+  // One commit group per k tile (empty past the end) so wait<STAGES - 2>
+  // always means "tile kt has landed".
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < ktiles) load_tile(s, s);
+    cp_async_commit();
+  }
+  const int lq = lane >> 3;  // ldmatrix: which 8x8 matrix this lane addresses
+  const int lr = lane & 7;   // and which of its rows
+  for (int kt = 0; kt < ktiles; ++kt) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // tile kt visible to all; every warp is done with tile kt - 1's stage
+    const int next = kt + STAGES - 1;
+    if (next < ktiles) load_tile(next, next % STAGES);
+    cp_async_commit();
+    const uint16_t* a_st = as + (kt % STAGES) * Smem::A_STAGE;
+    const uint16_t* b_st = bs + (kt % STAGES) * Smem::B_STAGE;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      uint32_t af[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        // matrices: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)
+        const int m = warp_m * WM + mt * 16 + lr + (lq & 1) * 8;
+        const int k = kk + (lq >> 1) * 8;
+        ldmatrix_x4(af[mt], a_st + m * NHWC_STRIDE + k);
+      }
+      uint32_t bf[NT][2];
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
+        const int n = warp_n * 32 + np * 16 + lr + (lq >> 1) * 8;
+        const int k = kk + (lq & 1) * 8;
+        uint32_t r[4];
+        ldmatrix_x4(r, b_st + n * NHWC_STRIDE + k);
+        bf[2 * np][0] = r[0];
+        bf[2 * np][1] = r[1];
+        bf[2 * np + 1][0] = r[2];
+        bf[2 * np + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mma_16816<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+    }
+  }
+  cp_async_wait_all();
+  __syncthreads();  // the pipeline's shared memory becomes the epilogue's
+  store_mma_tile<T, BN, MT, WM>(a, acc, reinterpret_cast<T*>(smem), m0, n0, grp, warp, lane);
 }
 
 // ---------------------------------------------------------------------------

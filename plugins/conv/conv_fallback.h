@@ -18,13 +18,15 @@ namespace trt_fastops::conv {
 enum class FallbackKernel : int32_t {
   none = 0,       // empty output: nothing to do
   direct = 1,     // one thread per output element
-  gemm = 2,       // implicit GEMM: tensor cores for 16-bit types, FFMA for float32
+  gemm = 2,       // implicit GEMM gathering from NCHW x: tensor cores for 16-bit types, FFMA for float32
+  gemm_nhwc = 3,  // implicit GEMM on a channels-last copy of x (16-bit types, c_in / group % 8 == 0)
 };
 
 struct FallbackPlan {
   FallbackKernel kernel = FallbackKernel::none;
   int bn = 0;             // GEMM tile width (64 or 128)
-  size_t workspace = 0;   // packed weights (GEMM), 0 otherwise
+  size_t workspace = 0;   // packed weights (GEMM) [+ the channels-last x (gemm_nhwc)], 0 otherwise
+  size_t xt_offset = 0;   // gemm_nhwc: where the channels-last x starts in the workspace
   ConvGeometry geom{};
 };
 
@@ -39,8 +41,10 @@ Status check_conv_params(const ConvParams& p, ConvGeometry* geom);
 bool conv_output_empty(const ConvParams& p);
 
 // Chooses the kernel: force = none picks (direct for few output channels per
-// group, no input channels or > 65535 groups; GEMM otherwise); direct / gemm
-// force one (gemm falls back to direct only for > 65535 groups).
+// group, no input channels or > 65535 groups; otherwise GEMM: gemm_nhwc where
+// it applies, else gemm); direct / gemm / gemm_nhwc force one (gemm_nhwc falls
+// back to gemm where it does not apply, either GEMM to direct only for > 65535
+// groups). gemm is the choice with the smallest workspace (packed weights only).
 Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* plan);
 
 // Enqueues the plan for p's pointers. workspace: plan.workspace bytes,
@@ -57,7 +61,8 @@ cudaError_t run_bias_activation(const ConvParams& p, cudaStream_t stream);
 // back to back on the GPU whatever the host spends enqueueing them.
 cudaError_t launch_gpu_wait(uint64_t nanoseconds, cudaStream_t stream);
 
-// "gemm_mma<float16,bn128>", "gemm_simt<float32>", "direct<bfloat16>" (+ ",transpose").
+// "gemm_mma<float16,bn128>", "gemm_nhwc<float16,bn128>", "gemm_simt<float32>",
+// "direct<bfloat16>" (+ ",transpose").
 std::string fallback_kernel_name(const FallbackPlan& plan, const ConvParams& p);
 
 }  // namespace trt_fastops::conv

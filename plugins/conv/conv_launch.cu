@@ -103,8 +103,9 @@ void warn_exec_failure_once(const std::string& what) {
 
 FallbackKernel forced_kernel(ConvBackend b) {
   switch (b) {
-    case ConvBackend::fallback_gemm: return FallbackKernel::gemm;
+    case ConvBackend::fallback_gemm: return FallbackKernel::gemm_nhwc;
     case ConvBackend::fallback_direct: return FallbackKernel::direct;
+    case ConvBackend::fallback_gather: return FallbackKernel::gemm;
     default: return FallbackKernel::none;
   }
 }
@@ -129,7 +130,13 @@ Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, 
       plan->cudnn = std::move(r.plan);
       plan->separate_epilogue = r.separate_epilogue;
       plan->graph_replay = r.graph_replay;
-      plan->workspace = std::max(plan->workspace, r.workspace);
+      // The backup only runs after a cuDNN failure: the kernel needing only
+      // packed weights keeps the workspace near cuDNN's (no channels-last x).
+      if (plan->fallback.workspace > r.workspace && plan->fallback.kernel == FallbackKernel::gemm_nhwc) {
+        TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(p, FallbackKernel::gemm, &plan->fallback));
+        plan->fallback_kernel = fallback_kernel_name(plan->fallback, p);
+      }
+      plan->workspace = std::max(plan->fallback.workspace, r.workspace);
       plan->description = "cudnn " + r.description;
     } else {
       plan->cudnn_refusal = r.reason;
@@ -174,13 +181,14 @@ const char* conv_backend_name(ConvBackend backend) {
     case ConvBackend::fallback: return "fallback";
     case ConvBackend::fallback_gemm: return "gemm";
     case ConvBackend::fallback_direct: return "direct";
+    case ConvBackend::fallback_gather: return "gather";
   }
   return "invalid";
 }
 
 bool parse_conv_backend(const std::string& name, ConvBackend* backend) {
   for (ConvBackend b : {ConvBackend::automatic, ConvBackend::cudnn, ConvBackend::fallback, ConvBackend::fallback_gemm,
-                        ConvBackend::fallback_direct}) {
+                        ConvBackend::fallback_direct, ConvBackend::fallback_gather}) {
     if (name == conv_backend_name(b)) {
       *backend = b;
       return true;

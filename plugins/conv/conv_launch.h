@@ -59,11 +59,12 @@ enum class ConvBackend : int32_t {
   automatic = 0,        // cuDNN where it can, else the fallback (FORCE_FALLBACK=1: fallback)
   cudnn = 1,            // cuDNN or an error (tests: prove cuDNN ran)
   fallback = 2,         // trt_fastops' kernels, their own choice
-  fallback_gemm = 3,    // the implicit-GEMM kernel (direct only beyond 65535 groups)
+  fallback_gemm = 3,    // an implicit-GEMM kernel: channels-last where it applies (direct only beyond 65535 groups)
   fallback_direct = 4,  // the direct kernel
+  fallback_gather = 5,  // the implicit GEMM gathering from NCHW (the smallest workspace)
 };
 
-// "auto", "cudnn", "fallback", "gemm", "direct".
+// "auto", "cudnn", "fallback", "gemm", "direct", "gather".
 const char* conv_backend_name(ConvBackend backend);
 bool parse_conv_backend(const std::string& name, ConvBackend* backend);
 

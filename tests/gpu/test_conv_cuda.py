@@ -1,7 +1,8 @@
 """GPU tests of the conv launcher (cuDNN path and trt_fastops' own kernels) through trt_fastops._C.
 
 Every configuration runs through each backend (auto = cuDNN where it accepts, the fallback's own
-choice, the implicit-GEMM kernel and the direct kernel) and is compared element by element with
+choice, the implicit-GEMM kernel (channels-last where it applies), the NCHW-gather GEMM and the
+direct kernel) and is compared element by element with
 a float64 reference computed by torch from the same rounded inputs (scripts/_conv_torch.py:
 asymmetric pads by explicit padding, ConvTranspose from the full transposed output). Outputs are
 NaN-filled before each run, so an element nobody writes fails. Also: plan-cache hits, eviction,
@@ -65,6 +66,7 @@ CASES = [
     (C("conv3d_dilated_asym", 1, 6, 20, (7, 8, 9), (3, 2, 3), dilation=(2, 1, 2), stride=(1, 2, 2),
        pads_begin=(2, 0, 1), pads_end=(0, 1, 2), group=2), False),
     (C("no_bias_1x1s2", 2, 40, 72, (9, 9), (1, 1), stride=(2, 2), bias=False), False),
+    (C("pointwise_one_k_tile", 3, 16, 24, (7, 9), (1, 1), activation="relu"), False),  # fewer k tiles than stages
     (C("tiny", 1, 1, 1, (1, 1), (1, 1)), False),
     (C("kernel_bigger_than_input", 1, 4, 8, (3, 3), (5, 5), pads_begin=(2, 2), pads_end=(2, 2)), False),
     # ConvTranspose
@@ -82,7 +84,7 @@ CASES = [
        output_padding=(1, 0, 1), transpose=True), False),
     (C("convT_wide_k", 1, 200, 72, (5, 4), (2, 2), stride=(2, 2), transpose=True, bias=False), False),
 ]
-BACKENDS = ["auto", "fallback", "gemm", "direct"]
+BACKENDS = ["auto", "fallback", "gemm", "gather", "direct"]
 DTYPES = ["float16", "bfloat16", "float32"]
 
 
@@ -132,8 +134,12 @@ def test_conv_matches_float64(case, cudnn_expected, backend, dtype, workspaces):
         if backend == "direct":
             assert kernel.startswith("direct<"), kernel
         elif backend == "gemm":
-            assert kernel.startswith("gemm_"), kernel
-            assert ("gemm_simt" if dtype == "float32" else "gemm_mma") in kernel, kernel
+            # channels-last wherever 8 input channels per group make one 16-byte chunk
+            nhwc = dtype != "float32" and (case.c_in // case.group) % 8 == 0
+            expected = "gemm_simt" if dtype == "float32" else "gemm_nhwc" if nhwc else "gemm_mma"
+            assert kernel.startswith(expected + "<"), kernel
+        elif backend == "gather":
+            assert kernel.startswith("gemm_simt<" if dtype == "float32" else "gemm_mma<"), kernel
 
 
 def test_explicit_cudnn_backend_runs_cudnn(workspaces):
@@ -145,7 +151,7 @@ def test_explicit_cudnn_backend_runs_cudnn(workspaces):
 def test_large_batch_many_tiles(workspaces):
     # several M tiles (128 positions each), BN=128 N tiles and K > 1000: the pipelined loop
     case = C("many_tiles", 8, 160, 272, (23, 21), (3, 3), pads_begin=(1, 1), pads_end=(1, 1), activation="relu")
-    for backend in ("auto", "gemm"):
+    for backend in ("auto", "gemm", "gather"):
         _check(case, "bfloat16", backend, workspaces)
 
 
