@@ -92,6 +92,21 @@ class ConvCase:
             out.append(o)
         return tuple(out)
 
+    def fallback_gemm_kernel(self, dtype: str, x_aligned: bool = True) -> str:
+        """The implicit-GEMM kernel plan_fallback picks for backend 'gemm' (name prefix)."""
+        if dtype == "float32":
+            return "gemm_simt"
+        unpadded_1x1 = (all(k == 1 for k in self.kernel) and all(s == 1 for s in self.strides)
+                        and not any(self.pb) and not any(self.pe))
+        out_sp = 1
+        for o in self.out_shape():
+            out_sp *= o
+        if not self.transpose and unpadded_1x1 and out_sp % 8 == 0 and x_aligned:
+            return "gemm_pointwise"
+        if (self.c_in // self.group) % 8 == 0 and self.c_in > 0:
+            return "gemm_nhwc"
+        return "gemm_mma"
+
     def weight_shape(self) -> tuple:
         if self.transpose:
             return (self.c_in, self.c_out // self.group) + tuple(self.kernel)

@@ -2,8 +2,9 @@
 // choice and launches (device code and design: conv_fallback.cuh).
 //
 // Instantiations: direct 3 dtypes x 2 (Conv, ConvTranspose); tensor-core GEMM
-// (gather and channels-last) 2 dtypes x 2 x BN {64, 128} each, plus one
-// channels-last copy; float32 GEMM 2; weight packing 3 x 2; bias +
+// gathering 2 dtypes x 2 x BN {64, 128}; pipelined 2 dtypes x BN {64, 128} x
+// {channels-last Conv, channels-last ConvTranspose, pointwise Conv}, plus the
+// channels-last copy and the split-K finalize (2); float32 GEMM 2; weight packing 3 x 2; bias +
 // activation 3 x 2 (16-byte packs or scalars). Runtime-only choices (activation, bias, dims) stay runtime.
 #include "plugins/conv/conv_fallback.h"
 
@@ -45,30 +46,91 @@ unsigned blocks_for(int64_t total) {
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>((total + kThreads - 1) / kThreads, 1), kMaxBlocks));
 }
 
-// The channels-last copy of x, then conv_gemm_nhwc_kernel (weights already
-// packed by the caller). Its pipeline needs more than the default 48 KiB of
-// shared memory: opted into once per device and instantiation.
+bool is_async_gemm(FallbackKernel k) { return k == FallbackKernel::gemm_nhwc || k == FallbackKernel::gemm_pointwise; }
+
+// 1x1, stride 1, unpadded (so in == out), positions in whole 16-byte chunks of
+// one image, x 16-byte aligned: A comes straight from NCHW x.
+bool pointwise_applies(const ConvParams& p, const ConvGeometry& g) {
+  if (p.transpose || g.ks != 1 || g.out_sp % 8 != 0 || !is_aligned(p.x, 16)) return false;
+  for (int d = 0; d < 3; ++d)
+    if (g.stride[d] != 1 || g.pad[d] != 0 || g.in[d] != g.out[d]) return false;
+  return true;
+}
+
+// Multiprocessors of the current device, 0 when it cannot be asked.
+int current_sm_count() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky; the launch path reports real errors
+    return 0;
+  }
+  return sms;
+}
+
+// Split-K for grids that leave SMs idle (two CTAs fit per SM): up to
+// kMaxSplits splits of at least kMinSplitTiles k tiles each.
+constexpr int kMaxSplits = 4;
+constexpr int kMinSplitTiles = 8;
+void choose_split(FallbackPlan* plan) {
+  const ConvGeometry& g = plan->geom;
+  const int64_t ctas = (g.m_total + GEMM_BM - 1) / GEMM_BM * (g.kg_pad / plan->bn) * g.group;
+  const int64_t slots = 2 * int64_t(current_sm_count());
+  const int ktiles = (g.kgemm + ASYNC_BK - 1) / ASYNC_BK;
+  if (ctas <= 0 || ctas >= slots) return;
+  int splits = static_cast<int>(std::min<int64_t>({(slots + ctas - 1) / ctas, kMaxSplits, ktiles / kMinSplitTiles}));
+  if (splits < 2 || int64_t(g.group) * splits > kMaxGridYZ) return;
+  plan->kt_per_split = (ktiles + splits - 1) / splits;
+  plan->splits = (ktiles + plan->kt_per_split - 1) / plan->kt_per_split;  // none empty
+}
+
+// [channels-last copy of x,] conv_gemm_async_kernel [, split-K finalize]; the
+// weights are already packed. The pipeline needs more than the default 48 KiB
+// of shared memory: opted into once per device and instantiation.
 template <typename T, bool TR>
-cudaError_t launch_gemm_nhwc(const FallbackPlan& plan, const ConvArgs<T>& a, void* workspace, dim3 grid,
-                             cudaStream_t stream) {
+cudaError_t launch_gemm_async(const FallbackPlan& plan, const ConvArgs<T>& a, void* workspace, dim3 grid,
+                              cudaStream_t stream) {
   const ConvGeometry& g = a.g;
-  T* xt = reinterpret_cast<T*>(static_cast<unsigned char*>(workspace) + plan.xt_offset);
+  unsigned char* ws = static_cast<unsigned char*>(workspace);
   using E = uint16_t;  // moved as raw bits
-  const int64_t s_tiles = (g.in_sp + 31) / 32;
-  const dim3 tgrid(static_cast<unsigned>(std::min<int64_t>(s_tiles, kMaxBlocks)),
-                   static_cast<unsigned>(std::min<int64_t>((g.c_in + 31) / 32, kMaxGridYZ)),
-                   static_cast<unsigned>(std::min<int64_t>(g.batch, kMaxGridYZ)));
-  conv_to_nhwc_kernel<E><<<tgrid, kThreads, 0, stream>>>(reinterpret_cast<const E*>(a.x), reinterpret_cast<E*>(xt),
-                                                         g.c_in, g.in_sp, g.batch);
-  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  return dispatch_int<64, 128>(plan.bn, [&](auto BN) -> cudaError_t {
-    auto kernel = conv_gemm_nhwc_kernel<T, TR, BN.value>;
-    constexpr int SMEM = NhwcSmem<BN.value>::BYTES;
-    static std::atomic<uint64_t> smem_ready{0};
-    if (const cudaError_t err = allow_dynamic_smem(kernel, SMEM, smem_ready); err != cudaSuccess) return err;
-    kernel<<<grid, GEMM_THREADS, SMEM, stream>>>(a, xt);
-    return cudaGetLastError();
+  const T* xa = a.x;
+  if (plan.kernel == FallbackKernel::gemm_nhwc) {
+    T* xt = reinterpret_cast<T*>(ws + plan.xt_offset);
+    const int64_t s_tiles = (g.in_sp + 31) / 32;
+    const dim3 tgrid(static_cast<unsigned>(std::min<int64_t>(s_tiles, kMaxBlocks)),
+                     static_cast<unsigned>(std::min<int64_t>((g.c_in + 31) / 32, kMaxGridYZ)),
+                     static_cast<unsigned>(std::min<int64_t>(g.batch, kMaxGridYZ)));
+    conv_to_nhwc_kernel<E><<<tgrid, kThreads, 0, stream>>>(reinterpret_cast<const E*>(a.x), reinterpret_cast<E*>(xt),
+                                                           g.c_in, g.in_sp, g.batch);
+    if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+    xa = xt;
+  }
+  SplitArgs split;
+  if (plan.splits > 1) {
+    split.partial = reinterpret_cast<float*>(ws + plan.partial_offset);
+    split.kt_per_split = plan.kt_per_split;
+    grid.z *= static_cast<unsigned>(plan.splits);
+  }
+  const int a_mode = plan.kernel == FallbackKernel::gemm_pointwise ? A_POINTWISE : A_CHANNELS_LAST;
+  const cudaError_t err = dispatch_int<64, 128>(plan.bn, [&](auto BN) -> cudaError_t {
+    return dispatch_int<A_CHANNELS_LAST, A_POINTWISE>(a_mode, [&](auto MODE) -> cudaError_t {
+      if constexpr (TR && MODE.value == A_POINTWISE) {
+        return cudaErrorInvalidValue;  // plan_fallback never plans it
+      } else {
+        auto kernel = conv_gemm_async_kernel<T, TR, BN.value, MODE.value>;
+        constexpr int SMEM = AsyncSmem<BN.value, MODE.value>::BYTES;
+        static std::atomic<uint64_t> smem_ready{0};
+        if (const cudaError_t e = allow_dynamic_smem(kernel, SMEM, smem_ready); e != cudaSuccess) return e;
+        kernel<<<grid, GEMM_THREADS, SMEM, stream>>>(a, xa, split);
+        return cudaGetLastError();
+      }
+    });
   });
+  if (err != cudaSuccess || plan.splits <= 1) return err;
+  const dim3 fgrid(static_cast<unsigned>(std::min<int64_t>((g.m_total + kThreads - 1) / kThreads, 4096)),
+                   static_cast<unsigned>(std::min<int64_t>(g.c_out, kMaxGridYZ)));
+  conv_splitk_finalize_kernel<T><<<fgrid, kThreads, 0, stream>>>(g, split.partial, plan.splits, a.bias, a.y);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -183,7 +245,7 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
   const bool wide16 = p.dtype != DType::f32;
   const int bn = wide16 && g.kg > 64 ? 128 : 64;
   const int bk = wide16 ? MMA_BK : SIMT_BK;
-  static_assert(MMA_BK == NHWC_BK, "both tensor-core kernels read the same packed weights");
+  static_assert(MMA_BK == ASYNC_BK, "both tensor-core kernels read the same packed weights");
   const int64_t kg_pad = round_up(g.kg, bn);
   const bool can_gemm = g.group <= kMaxGridYZ && kg_pad / bn <= kMaxGridYZ;
   // 8 channels of one pixel are one 16-byte chunk of the channels-last copy.
@@ -191,7 +253,7 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
   bool gemm;
   if (force == FallbackKernel::direct) {
     gemm = false;
-  } else if (force == FallbackKernel::gemm || force == FallbackKernel::gemm_nhwc) {
+  } else if (force == FallbackKernel::gemm || is_async_gemm(force)) {
     gemm = can_gemm;
   } else {
     gemm = can_gemm && g.kgemm > 0 && g.kg >= kDirectMinChannels;
@@ -204,24 +266,40 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
     *plan = out;
     return Status::ok();
   }
-  out.kernel = can_nhwc && force != FallbackKernel::gemm ? FallbackKernel::gemm_nhwc : FallbackKernel::gemm;
+  out.kernel = FallbackKernel::gemm;
+  if (force != FallbackKernel::gemm && wide16 && g.kgemm > 0) {
+    if (pointwise_applies(p, g)) {
+      out.kernel = FallbackKernel::gemm_pointwise;
+    } else if (can_nhwc) {
+      out.kernel = FallbackKernel::gemm_nhwc;
+    }
+  }
   out.bn = wide16 ? bn : SIMT_BN;
   g.kg_pad = static_cast<int>(round_up(g.kg, out.bn));
   g.kgemm_pad = static_cast<int>(round_up(g.kgemm, bk));
   const int64_t elems = mul_below(mul_below(g.group, g.kg_pad, int64_t(1) << 62), g.kgemm_pad, int64_t(1) << 60);
   if (elems < 0) return Status::errorf(conv_op_name(p), ": packed weights too large");
-  out.workspace = static_cast<size_t>(elems * dtype_size(p.dtype));
+  // Workspace: packed weights [| channels-last x] [| split-K partials], 256-byte aligned parts.
+  size_t bytes = static_cast<size_t>(elems * dtype_size(p.dtype));
   if (out.kernel == FallbackKernel::gemm_nhwc) {
-    out.xt_offset = static_cast<size_t>(round_up(static_cast<int64_t>(out.workspace), 256));
-    out.workspace = out.xt_offset + static_cast<size_t>(x_numel(g) * dtype_size(p.dtype));
+    out.xt_offset = static_cast<size_t>(round_up(static_cast<int64_t>(bytes), 256));
+    bytes = out.xt_offset + static_cast<size_t>(x_numel(g) * dtype_size(p.dtype));
   }
+  if (is_async_gemm(out.kernel)) {
+    choose_split(&out);
+    if (out.splits > 1) {
+      out.partial_offset = static_cast<size_t>(round_up(static_cast<int64_t>(bytes), 256));
+      bytes = out.partial_offset + size_t(out.splits) * g.c_out * size_t(g.m_total) * sizeof(float);
+    }
+  }
+  out.workspace = bytes;
   *plan = out;
   return Status::ok();
 }
 
 cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* workspace, cudaStream_t stream) {
   if (plan.kernel == FallbackKernel::none) return cudaSuccess;
-  if ((plan.kernel == FallbackKernel::gemm || plan.kernel == FallbackKernel::gemm_nhwc) && plan.workspace > 0 &&
+  if ((plan.kernel == FallbackKernel::gemm || is_async_gemm(plan.kernel)) && plan.workspace > 0 &&
       (workspace == nullptr || !is_aligned(workspace, 16)))
     return cudaErrorInvalidValue;
   const ConvGeometry& g = plan.geom;
@@ -242,8 +320,7 @@ cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* wo
         conv_direct_kernel<T, TR><<<grid, kThreads, 0, stream>>>(a);
         return cudaGetLastError();
       }
-      if (plan.kernel != FallbackKernel::gemm && plan.kernel != FallbackKernel::gemm_nhwc)
-        return cudaErrorInvalidValue;
+      if (plan.kernel != FallbackKernel::gemm && !is_async_gemm(plan.kernel)) return cudaErrorInvalidValue;
       constexpr bool WIDE16 = sizeof(T) == 2;
       const int64_t packed = int64_t(g.group) * g.kg_pad * g.kgemm_pad;
       if (packed > 0) {
@@ -255,7 +332,7 @@ cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* wo
       const dim3 grid(static_cast<unsigned>((g.m_total + GEMM_BM - 1) / GEMM_BM),
                       static_cast<unsigned>(g.kg_pad / plan.bn), static_cast<unsigned>(g.group));
       if constexpr (WIDE16) {
-        if (plan.kernel == FallbackKernel::gemm_nhwc) return launch_gemm_nhwc<T, TR>(plan, a, workspace, grid, stream);
+        if (is_async_gemm(plan.kernel)) return launch_gemm_async<T, TR>(plan, a, workspace, grid, stream);
         return dispatch_int<64, 128>(plan.bn, [&](auto BN) {
           conv_gemm_mma_kernel<T, TR, BN.value><<<grid, GEMM_THREADS, 0, stream>>>(a);
           return cudaGetLastError();
@@ -305,7 +382,12 @@ std::string fallback_kernel_name(const FallbackPlan& plan, const ConvParams& p) 
     case FallbackKernel::gemm:
       if (p.dtype == DType::f32) return "gemm_simt<" + t + tr + ">";
       return "gemm_mma<" + t + ",bn" + std::to_string(plan.bn) + tr + ">";
-    case FallbackKernel::gemm_nhwc: return "gemm_nhwc<" + t + ",bn" + std::to_string(plan.bn) + tr + ">";
+    case FallbackKernel::gemm_nhwc:
+    case FallbackKernel::gemm_pointwise: {
+      const std::string split = plan.splits > 1 ? ",split" + std::to_string(plan.splits) : "";
+      const char* name = plan.kernel == FallbackKernel::gemm_nhwc ? "gemm_nhwc<" : "gemm_pointwise<";
+      return name + t + ",bn" + std::to_string(plan.bn) + split + tr + ">";
+    }
   }
   return "invalid";
 }

@@ -22,9 +22,11 @@
 //       float32 accumulation), CTA tile 128 x BN x 32, 8 warps, two-stage pipeline:
 //       A gathered into registers one tile ahead, B by cp.async. Any cg; needs
 //       only the packed weights as workspace.
-//   conv_gemm_nhwc_kernel<T, TRANSPOSE, BN>  the same GEMM on a channels-last copy
-//       of x (conv_to_nhwc_kernel, in the workspace) when cg % 8 == 0: A and B both
-//       by 16-byte cp.async, four stages, one barrier per k tile.
+//   conv_gemm_async_kernel<T, TRANSPOSE, BN, A_MODE>  the same GEMM with A and B
+//       both by 16-byte cp.async, four stages, one barrier per k tile: A from a
+//       channels-last copy of x (conv_to_nhwc_kernel, in the workspace) when
+//       cg % 8 == 0, or straight from x for 1x1 / stride 1 / unpadded convs;
+//       split-K with conv_splitk_finalize_kernel where the grid is small.
 //   conv_gemm_simt_kernel<TRANSPOSE>  float32 by FFMA (no TF32), CTA tile 128 x 64 x 16.
 //   conv_direct_kernel<T, TRANSPOSE>  one thread per output element: few output
 //       channels per group (depthwise), no k at all (c_in == 0), huge group counts.
@@ -504,15 +506,21 @@ __global__ void __launch_bounds__(GEMM_THREADS, BN == 128 ? 1 : 2) conv_gemm_mma
 }
 
 // ---------------------------------------------------------------------------
-// NHWC implicit GEMM (16-bit types, cg a multiple of 8). The launcher first
-// copies x to channels-last (conv_to_nhwc_kernel, into the workspace): then
-// the 8 consecutive k of one A chunk (same tap, channels c..c+7) are 16
-// contiguous bytes of one input pixel, and the whole A tile arrives by
-// cp.async (zero-filled outside the input) like B, in a NHWC_STAGES-deep
-// pipeline with one barrier per k tile. Shared memory per stage: As[m][k] and
-// Bs[n][k], k contiguous, rows of 32 + 8 elements (80 bytes: the eight rows
-// one ldmatrix reads fall in distinct banks); fragments by ldmatrix (no
-// transpose). Warps and epilogue as in conv_gemm_mma_kernel.
+// Pipelined implicit GEMM (16-bit types): A and B both arrive by 16-byte
+// cp.async (zero-filled outside the input) in an ASYNC_STAGES-deep pipeline
+// with one barrier per k tile; fragments by ldmatrix. Two ways to read A:
+//   A_CHANNELS_LAST  x copied to channels-last first (conv_to_nhwc_kernel, into
+//       the workspace) when cg % 8 == 0: the 8 consecutive k of one chunk (same
+//       tap, channels c..c+7) are 16 contiguous bytes of one input pixel.
+//       As[m][k], rows of 32 + 8 elements.
+//   A_POINTWISE  1x1 kernel, stride 1, no padding, out_sp % 8 == 0, x 16-byte
+//       aligned: A[m][k] = x[image][k][pos] read straight from NCHW, 8
+//       consecutive positions of one channel per chunk (no copy of x).
+//       As[k][m], rows of 128 + 8 elements, fragments by ldmatrix.trans.
+// The row paddings put the eight rows one ldmatrix reads in distinct banks.
+// Split-K (grid.z = group * splits, for grids too small to fill the GPU):
+// each split sums its share of the k tiles into float32 partials [split][c_out][m]
+// and conv_splitk_finalize_kernel adds them up, with bias and activation.
 
 // x [batch][c][sp] -> xt [batch][sp][c], 32 x 32 tiles through shared memory
 // (both sides coalesced); all three grid dims stride (sizes may exceed them).
@@ -550,36 +558,48 @@ __global__ void __launch_bounds__(256) conv_to_nhwc_kernel(const E* __restrict__
   }
 }
 
-constexpr int NHWC_BK = 32;
-constexpr int NHWC_STRIDE = NHWC_BK + 8;
-constexpr int NHWC_STAGES = 4;
+enum : int { A_CHANNELS_LAST = 0, A_POINTWISE = 1 };
 
-template <int BN>
-struct NhwcSmem {
-  static constexpr int A_STAGE = GEMM_BM * NHWC_STRIDE;  // elements
-  static constexpr int B_STAGE = BN * NHWC_STRIDE;
-  static constexpr int PIPE_BYTES = NHWC_STAGES * (A_STAGE + B_STAGE) * 2;
-  static constexpr int C_BYTES = BN * MMA_CS_STRIDE * 2;
+constexpr int ASYNC_BK = 32;
+constexpr int ASYNC_STAGES = 4;
+constexpr int ASYNC_KSTRIDE = ASYNC_BK + 8;   // [m][k] / [n][k] rows
+constexpr int ASYNC_MSTRIDE = GEMM_BM + 8;    // [k][m] rows (A_POINTWISE)
+constexpr int SPLIT_CS_STRIDE = GEMM_BM + 4;  // float32 staging of a split's partial tile
+
+template <int BN, int A_MODE>
+struct AsyncSmem {
+  static constexpr int A_STAGE = A_MODE == A_POINTWISE ? ASYNC_BK * ASYNC_MSTRIDE : GEMM_BM * ASYNC_KSTRIDE;
+  static constexpr int B_STAGE = BN * ASYNC_KSTRIDE;  // elements
+  static constexpr int PIPE_BYTES = ASYNC_STAGES * (A_STAGE + B_STAGE) * 2;
+  static constexpr int C_BYTES = BN * SPLIT_CS_STRIDE * 4;  // >= the 16-bit staging of store_mma_tile
   static constexpr int BYTES = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;
 };
 
-template <typename T, bool TRANSPOSE, int BN>
-__global__ void __launch_bounds__(GEMM_THREADS, 2) conv_gemm_nhwc_kernel(ConvArgs<T> a, const T* __restrict__ xt) {
+struct SplitArgs {
+  float* partial = nullptr;  // [splits][c_out][m_total], null: no split (y written directly)
+  int kt_per_split = 0;      // k tiles per split (the last may get fewer)
+};
+
+template <typename T, bool TRANSPOSE, int BN, int A_MODE>
+__global__ void __launch_bounds__(GEMM_THREADS, 2)
+    conv_gemm_async_kernel(ConvArgs<T> a, const T* __restrict__ xa, SplitArgs split) {
   static_assert(sizeof(T) == 2, "tensor-core path is for 16-bit types");
   static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
-  constexpr int BK = NHWC_BK;
-  constexpr int STAGES = NHWC_STAGES;
-  constexpr int CHUNKS_PER_ROW = BK / 8;                          // 16-byte chunks per tile row
-  constexpr int A_CHUNKS = GEMM_BM * CHUNKS_PER_ROW / GEMM_THREADS;  // per thread
-  constexpr int B_CHUNKS = BN * CHUNKS_PER_ROW / GEMM_THREADS;
-  constexpr int A_ROW_STEP = GEMM_THREADS / CHUNKS_PER_ROW;      // rows between a thread's chunks
+  static_assert(A_MODE == A_CHANNELS_LAST || !TRANSPOSE, "pointwise A is for Conv only");
+  constexpr int BK = ASYNC_BK;
+  constexpr int STAGES = ASYNC_STAGES;
+  constexpr int K_CHUNKS = BK / 8;                         // 16-byte chunks per [.][k] row
+  constexpr int M_CHUNKS = GEMM_BM / 8;                    // 16-byte chunks per [k][m] row
+  constexpr int A_CHUNKS = GEMM_BM * BK / 8 / GEMM_THREADS;  // per thread
+  constexpr int B_CHUNKS = BN * K_CHUNKS / GEMM_THREADS;
   constexpr int WARPS_N = BN / 32;
   constexpr int WARPS_M = GEMM_WARPS / WARPS_N;
   constexpr int WM = GEMM_BM / WARPS_M;
   constexpr int MT = WM / 16;
   constexpr int NT = 4;
-  using Smem = NhwcSmem<BN>;
-  static_assert((NHWC_STRIDE * 2) % 16 == 0 && (Smem::A_STAGE * 2) % 16 == 0 && (Smem::B_STAGE * 2) % 16 == 0,
+  using Smem = AsyncSmem<BN, A_MODE>;
+  static_assert((ASYNC_KSTRIDE * 2) % 16 == 0 && (ASYNC_MSTRIDE * 2) % 16 == 0 && (Smem::A_STAGE * 2) % 16 == 0 &&
+                    (Smem::B_STAGE * 2) % 16 == 0,
                 "cp.async destinations must stay 16-byte aligned");
 
   extern __shared__ __align__(16) unsigned char smem[];
@@ -592,62 +612,89 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2) conv_gemm_nhwc_kernel(ConvArg
   const int warp = tid >> 5;
   const int warp_m = warp % WARPS_M;
   const int warp_n = warp / WARPS_M;
-  const int grp = blockIdx.z;
+  const int splits = gridDim.z / g.group;
+  const int grp = blockIdx.z / splits;
+  const int split_id = blockIdx.z - grp * splits;
   const int64_t m0 = int64_t(blockIdx.x) * GEMM_BM;
   const int n0 = blockIdx.y * BN;
-  const uint16_t* x = reinterpret_cast<const uint16_t*>(xt);
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(xa);
   const uint16_t* wp = reinterpret_cast<const uint16_t*>(a.wp) + (int64_t(grp) * g.kg_pad + n0) * g.kgemm_pad;
 
-  // This thread's A chunks: k columns kc*8 .. kc*8+7 of rows arow + A_ROW_STEP * i.
-  const int kc = tid % CHUNKS_PER_ROW;
-  const int arow = tid / CHUNKS_PER_ROW;
-  int64_t pix[A_CHUNKS];  // first pixel of the row's image (image * in_sp)
+  // A chunks of this thread. Channels-last: k columns kc*8.. of rows arow + 64 i.
+  // Pointwise: positions mc*8.. of k rows krow + 16 i (one image: out_sp % 8 == 0).
+  constexpr int A_STEP = A_MODE == A_POINTWISE ? GEMM_THREADS / M_CHUNKS : GEMM_THREADS / K_CHUNKS;
+  const int kc = tid % K_CHUNKS;
+  const int arow = tid / K_CHUNKS;
+  const int mc = tid % M_CHUNKS;
+  const int krow = tid / M_CHUNKS;
+  int64_t pix[A_CHUNKS];  // channels-last: first pixel of the row's image; pointwise: x offset of (image, group, pos)
   int bd[A_CHUNKS], bh[A_CHUNKS], bw[A_CHUNKS];
   bool mvalid[A_CHUNKS];
-#pragma unroll
-  for (int i = 0; i < A_CHUNKS; ++i) {
-    const int64_t m = m0 + arow + A_ROW_STEP * i;
-    mvalid[i] = m < g.m_total;
-    const int64_t mm = mvalid[i] ? m : 0;
+  if constexpr (A_MODE == A_POINTWISE) {
+    const int64_t m = m0 + mc * 8;
+    const bool valid = m < g.m_total;  // all 8 or none: m_total is a multiple of 8
+    const int64_t mm = valid ? m : 0;
     const int64_t image = mm / g.out_sp;
-    const int pos = static_cast<int>(mm - image * g.out_sp);
-    const int ow = pos % g.out[2];
-    const int t = pos / g.out[2];
-    const int oh = t % g.out[1];
-    const int od = t / g.out[1];
-    bd[i] = row_base<TRANSPOSE>(od, g.stride[0], g.pad[0]);
-    bh[i] = row_base<TRANSPOSE>(oh, g.stride[1], g.pad[1]);
-    bw[i] = row_base<TRANSPOSE>(ow, g.stride[2], g.pad[2]);
-    pix[i] = image * g.in_sp;
+    pix[0] = (image * g.c_in + int64_t(grp) * g.cg) * g.in_sp + (mm - image * g.out_sp);
+#pragma unroll
+    for (int i = 0; i < A_CHUNKS; ++i) mvalid[i] = valid;
+  } else {
+#pragma unroll
+    for (int i = 0; i < A_CHUNKS; ++i) {
+      const int64_t m = m0 + arow + A_STEP * i;
+      mvalid[i] = m < g.m_total;
+      const int64_t mm = mvalid[i] ? m : 0;
+      const int64_t image = mm / g.out_sp;
+      const int pos = static_cast<int>(mm - image * g.out_sp);
+      const int ow = pos % g.out[2];
+      const int t = pos / g.out[2];
+      const int oh = t % g.out[1];
+      const int od = t / g.out[1];
+      bd[i] = row_base<TRANSPOSE>(od, g.stride[0], g.pad[0]);
+      bh[i] = row_base<TRANSPOSE>(oh, g.stride[1], g.pad[1]);
+      bw[i] = row_base<TRANSPOSE>(ow, g.stride[2], g.pad[2]);
+      pix[i] = image * g.in_sp;
+    }
   }
   const int64_t group_c = int64_t(grp) * g.cg;
 
   auto load_tile = [&](int kt, int stage) {
-    const int k = kt * BK + kc * 8;
-    const bool kvalid = k < g.kgemm;
-    const int tap = static_cast<int>(g.div_cg.div(static_cast<uint32_t>(k)));
-    const int c = k - tap * g.cg;
-    const int q = static_cast<int>(g.div_kw.div(static_cast<uint32_t>(tap)));
-    const int kw = tap - q * g.kernel[2];
-    const int kd = static_cast<int>(g.div_kh.div(static_cast<uint32_t>(q)));
-    const int kh = q - kd * g.kernel[1];
-    uint16_t* a_dst = as + stage * Smem::A_STAGE + arow * NHWC_STRIDE + kc * 8;
+    uint16_t* a_stage = as + stage * Smem::A_STAGE;
+    if constexpr (A_MODE == A_POINTWISE) {
 #pragma unroll
-    for (int i = 0; i < A_CHUNKS; ++i) {
-      const int id = input_pos<TRANSPOSE>(bd[i], kd * g.dilation[0], g.in[0], g.div_sd, g.stride[0]);
-      const int ih = input_pos<TRANSPOSE>(bh[i], kh * g.dilation[1], g.in[1], g.div_sh, g.stride[1]);
-      const int iw = input_pos<TRANSPOSE>(bw[i], kw * g.dilation[2], g.in[2], g.div_sw, g.stride[2]);
-      const bool ok = kvalid && mvalid[i] && (id | ih | iw) >= 0;
-      const int64_t pixel = pix[i] + (int64_t(id) * g.in[1] + ih) * g.in[2] + iw;
-      cp_async_16_zfill(a_dst + A_ROW_STEP * i * NHWC_STRIDE, ok ? x + pixel * g.c_in + group_c + c : x, ok);
+      for (int i = 0; i < A_CHUNKS; ++i) {
+        const int k = kt * BK + krow + A_STEP * i;  // = input channel within the group
+        const bool ok = mvalid[i] && k < g.kgemm;
+        cp_async_16_zfill(a_stage + (krow + A_STEP * i) * ASYNC_MSTRIDE + mc * 8,
+                          ok ? x + pix[0] + int64_t(k) * g.in_sp : x, ok);
+      }
+    } else {
+      const int k = kt * BK + kc * 8;
+      const bool kvalid = k < g.kgemm;
+      const int tap = static_cast<int>(g.div_cg.div(static_cast<uint32_t>(k)));
+      const int c = k - tap * g.cg;
+      const int q = static_cast<int>(g.div_kw.div(static_cast<uint32_t>(tap)));
+      const int kw = tap - q * g.kernel[2];
+      const int kd = static_cast<int>(g.div_kh.div(static_cast<uint32_t>(q)));
+      const int kh = q - kd * g.kernel[1];
+#pragma unroll
+      for (int i = 0; i < A_CHUNKS; ++i) {
+        const int id = input_pos<TRANSPOSE>(bd[i], kd * g.dilation[0], g.in[0], g.div_sd, g.stride[0]);
+        const int ih = input_pos<TRANSPOSE>(bh[i], kh * g.dilation[1], g.in[1], g.div_sh, g.stride[1]);
+        const int iw = input_pos<TRANSPOSE>(bw[i], kw * g.dilation[2], g.in[2], g.div_sw, g.stride[2]);
+        const bool ok = kvalid && mvalid[i] && (id | ih | iw) >= 0;
+        const int64_t pixel = pix[i] + (int64_t(id) * g.in[1] + ih) * g.in[2] + iw;
+        cp_async_16_zfill(a_stage + (arow + A_STEP * i) * ASYNC_KSTRIDE + kc * 8,
+                          ok ? x + pixel * g.c_in + group_c + c : x, ok);
+      }
     }
-    uint16_t* b_dst = bs + stage * Smem::B_STAGE;
+    uint16_t* b_stage = bs + stage * Smem::B_STAGE;
 #pragma unroll
     for (int qq = 0; qq < B_CHUNKS; ++qq) {
       const int chunk = tid + qq * GEMM_THREADS;
-      const int row = chunk / CHUNKS_PER_ROW;
-      const int col = (chunk % CHUNKS_PER_ROW) * 8;
-      cp_async_16(b_dst + row * NHWC_STRIDE + col, wp + int64_t(row) * g.kgemm_pad + kt * BK + col);
+      const int row = chunk / K_CHUNKS;
+      const int col = (chunk % K_CHUNKS) * 8;
+      cp_async_16(b_stage + row * ASYNC_KSTRIDE + col, wp + int64_t(row) * g.kgemm_pad + kt * BK + col);
     }
   };
 
@@ -660,32 +707,41 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2) conv_gemm_nhwc_kernel(ConvArg
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
 
   const int ktiles = (g.kgemm + BK - 1) / BK;
+  const int kt_begin = split.partial != nullptr ? split_id * split.kt_per_split : 0;
+  const int kt_end = split.partial != nullptr ? min(ktiles, kt_begin + split.kt_per_split) : ktiles;
+  const int count = kt_end - kt_begin;
   // One commit group per k tile (empty past the end) so wait<STAGES - 2>
-  // always means "tile kt has landed".
+  // always means "tile i has landed".
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < ktiles) load_tile(s, s);
+    if (s < count) load_tile(kt_begin + s, s);
     cp_async_commit();
   }
   const int lq = lane >> 3;  // ldmatrix: which 8x8 matrix this lane addresses
   const int lr = lane & 7;   // and which of its rows
-  for (int kt = 0; kt < ktiles; ++kt) {
+  for (int i = 0; i < count; ++i) {
     cp_async_wait<STAGES - 2>();
-    __syncthreads();  // tile kt visible to all; every warp is done with tile kt - 1's stage
-    const int next = kt + STAGES - 1;
-    if (next < ktiles) load_tile(next, next % STAGES);
+    __syncthreads();  // tile i visible to all; every warp is done with tile i - 1's stage
+    const int next = i + STAGES - 1;
+    if (next < count) load_tile(kt_begin + next, next % STAGES);
     cp_async_commit();
-    const uint16_t* a_st = as + (kt % STAGES) * Smem::A_STAGE;
-    const uint16_t* b_st = bs + (kt % STAGES) * Smem::B_STAGE;
+    const uint16_t* a_st = as + (i % STAGES) * Smem::A_STAGE;
+    const uint16_t* b_st = bs + (i % STAGES) * Smem::B_STAGE;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
       uint32_t af[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         // matrices: (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15)
-        const int m = warp_m * WM + mt * 16 + lr + (lq & 1) * 8;
-        const int k = kk + (lq >> 1) * 8;
-        ldmatrix_x4(af[mt], a_st + m * NHWC_STRIDE + k);
+        if constexpr (A_MODE == A_POINTWISE) {
+          const int k = kk + lr + (lq >> 1) * 8;
+          const int m = warp_m * WM + mt * 16 + (lq & 1) * 8;
+          ldmatrix_x4_trans(af[mt], a_st + k * ASYNC_MSTRIDE + m);
+        } else {
+          const int m = warp_m * WM + mt * 16 + lr + (lq & 1) * 8;
+          const int k = kk + (lq >> 1) * 8;
+          ldmatrix_x4(af[mt], a_st + m * ASYNC_KSTRIDE + k);
+        }
       }
       uint32_t bf[NT][2];
 #pragma unroll
@@ -694,7 +750,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2) conv_gemm_nhwc_kernel(ConvArg
         const int n = warp_n * 32 + np * 16 + lr + (lq >> 1) * 8;
         const int k = kk + (lq & 1) * 8;
         uint32_t r[4];
-        ldmatrix_x4(r, b_st + n * NHWC_STRIDE + k);
+        ldmatrix_x4(r, b_st + n * ASYNC_KSTRIDE + k);
         bf[2 * np][0] = r[0];
         bf[2 * np][1] = r[1];
         bf[2 * np + 1][0] = r[2];
@@ -708,7 +764,53 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2) conv_gemm_nhwc_kernel(ConvArg
   }
   cp_async_wait_all();
   __syncthreads();  // the pipeline's shared memory becomes the epilogue's
-  store_mma_tile<T, BN, MT, WM>(a, acc, reinterpret_cast<T*>(smem), m0, n0, grp, warp, lane);
+  if (split.partial == nullptr) {
+    store_mma_tile<T, BN, MT, WM>(a, acc, reinterpret_cast<T*>(smem), m0, n0, grp, warp, lane);
+    return;
+  }
+  // Split: the raw float32 sums, staged as cs[n][m] and written along m.
+  float* cs = reinterpret_cast<float*>(smem);
+  const int gid = lane >> 2;
+  const int tig = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          cs[(warp_n * 32 + nt * 8 + tig * 2 + e) * SPLIT_CS_STRIDE + warp_m * WM + mt * 16 + gid + h * 8] =
+              acc[mt][nt][h * 2 + e];
+  __syncthreads();
+  float* out = split.partial + (int64_t(split_id) * g.c_out + int64_t(grp) * g.kg) * g.m_total;
+  for (int row = warp; row < BN; row += GEMM_WARPS) {
+    const int j = n0 + row;
+    if (j >= g.kg) break;  // rows only grow: warp-uniform exit
+#pragma unroll
+    for (int i = 0; i < GEMM_BM / 32; ++i) {
+      const int64_t m = m0 + lane + 32 * i;
+      if (m < g.m_total) out[int64_t(j) * g.m_total + m] = cs[row * SPLIT_CS_STRIDE + lane + 32 * i];
+    }
+  }
+}
+
+// y[image][co][pos] = act(sum over splits of partial[s][co][m] + bias[co]),
+// m = image * out_sp + pos: channels along grid.y (grid-stride), m along x.
+template <typename T>
+__global__ void __launch_bounds__(256) conv_splitk_finalize_kernel(ConvGeometry g, const float* __restrict__ partial,
+                                                                    int splits, const T* __restrict__ bias,
+                                                                    T* __restrict__ y) {
+  for (int64_t co = blockIdx.y; co < g.c_out; co += gridDim.y) {
+    const float b = bias != nullptr ? to_float(__ldg(bias + co)) : 0.f;
+    for (int64_t m = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; m < g.m_total;
+         m += int64_t(gridDim.x) * blockDim.x) {
+      float v = b;
+      for (int s = 0; s < splits; ++s) v += __ldg(partial + (int64_t(s) * g.c_out + co) * g.m_total + m);
+      const int64_t image = m / g.out_sp;
+      y[(image * g.c_out + co) * g.out_sp + (m - image * g.out_sp)] = from_float<T>(apply_activation(v, g.activation));
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -19,7 +19,8 @@ enum class FallbackKernel : int32_t {
   none = 0,       // empty output: nothing to do
   direct = 1,     // one thread per output element
   gemm = 2,       // implicit GEMM gathering from NCHW x: tensor cores for 16-bit types, FFMA for float32
-  gemm_nhwc = 3,  // implicit GEMM on a channels-last copy of x (16-bit types, c_in / group % 8 == 0)
+  gemm_nhwc = 3,  // pipelined implicit GEMM on a channels-last copy of x (16-bit types, c_in / group % 8 == 0)
+  gemm_pointwise = 5,  // the same reading NCHW x directly: 1x1, stride 1, unpadded, out_sp % 8 == 0, x aligned
 };
 
 struct FallbackPlan {
@@ -27,6 +28,9 @@ struct FallbackPlan {
   int bn = 0;             // GEMM tile width (64 or 128)
   size_t workspace = 0;   // packed weights (GEMM) [+ the channels-last x (gemm_nhwc)], 0 otherwise
   size_t xt_offset = 0;   // gemm_nhwc: where the channels-last x starts in the workspace
+  int splits = 1;         // pipelined GEMMs: split-K factor for grids too small for the GPU
+  int kt_per_split = 0;   // k tiles (of 32) per split
+  size_t partial_offset = 0;  // splits > 1: float32 partial sums [splits][c_out][m] in the workspace
   ConvGeometry geom{};
 };
 
@@ -42,9 +46,12 @@ bool conv_output_empty(const ConvParams& p);
 
 // Chooses the kernel: force = none picks (direct for few output channels per
 // group, no input channels or > 65535 groups; otherwise GEMM: gemm_nhwc where
-// it applies, else gemm); direct / gemm / gemm_nhwc force one (gemm_nhwc falls
-// back to gemm where it does not apply, either GEMM to direct only for > 65535
-// groups). gemm is the choice with the smallest workspace (packed weights only).
+// it applies, else gemm; gemm_pointwise instead of gemm_nhwc for unpadded
+// stride-1 1x1 convs); direct / gemm / gemm_nhwc force one (gemm_nhwc means
+// "a pipelined GEMM": pointwise, channels-last, else gemm; any GEMM falls to
+// direct only for > 65535 groups). gemm is the choice with the smallest
+// workspace (packed weights only). Pipelined GEMMs whose grid would leave SMs
+// of the current device idle split K (workspace for float32 partial sums).
 Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* plan);
 
 // Enqueues the plan for p's pointers. workspace: plan.workspace bytes,
@@ -61,7 +68,8 @@ cudaError_t run_bias_activation(const ConvParams& p, cudaStream_t stream);
 // back to back on the GPU whatever the host spends enqueueing them.
 cudaError_t launch_gpu_wait(uint64_t nanoseconds, cudaStream_t stream);
 
-// "gemm_mma<float16,bn128>", "gemm_nhwc<float16,bn128>", "gemm_simt<float32>",
+// "gemm_mma<float16,bn128>", "gemm_nhwc<float16,bn128>", "gemm_pointwise<bfloat16,bn64,split2>",
+// "gemm_simt<float32>",
 // "direct<bfloat16>" (+ ",transpose").
 std::string fallback_kernel_name(const FallbackPlan& plan, const ConvParams& p);
 

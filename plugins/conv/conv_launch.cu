@@ -131,8 +131,9 @@ Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, 
       plan->separate_epilogue = r.separate_epilogue;
       plan->graph_replay = r.graph_replay;
       // The backup only runs after a cuDNN failure: the kernel needing only
-      // packed weights keeps the workspace near cuDNN's (no channels-last x).
-      if (plan->fallback.workspace > r.workspace && plan->fallback.kernel == FallbackKernel::gemm_nhwc) {
+      // packed weights keeps the workspace near cuDNN's (no channels-last x,
+      // no split-K partials).
+      if (plan->fallback.workspace > r.workspace && plan->fallback.kernel != FallbackKernel::gemm) {
         TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(p, FallbackKernel::gemm, &plan->fallback));
         plan->fallback_kernel = fallback_kernel_name(plan->fallback, p);
       }

@@ -67,6 +67,14 @@ CASES = [
        pads_begin=(2, 0, 1), pads_end=(0, 1, 2), group=2), False),
     (C("no_bias_1x1s2", 2, 40, 72, (9, 9), (1, 1), stride=(2, 2), bias=False), False),
     (C("pointwise_one_k_tile", 3, 16, 24, (7, 9), (1, 1), activation="relu"), False),  # fewer k tiles than stages
+    # pipelined GEMM reading NCHW x directly (1x1, stride 1, unpadded, positions % 8 == 0), any cg
+    (C("pointwise_nchw", 3, 48, 40, (8, 6), (1, 1), activation="silu"), False),
+    (C("pointwise_odd_channels_grouped", 2, 42, 36, (4, 10), (1, 1), group=3), False),
+    (C("pointwise_1d", 2, 24, 130, (40,), (1,), bias=False), False),
+    # grids far smaller than the GPU: split-K (float32 partials + finalize)
+    (C("split_k_3x3", 1, 256, 72, (6, 6), (3, 3), pads_begin=(1, 1), pads_end=(1, 1), activation="relu"), False),
+    (C("split_k_pointwise", 1, 512, 160, (4, 4), (1, 1)), False),
+    (C("split_k_transpose", 1, 256, 40, (3, 3), (2, 2), stride=(2, 2), transpose=True, activation="gelu"), False),
     (C("tiny", 1, 1, 1, (1, 1), (1, 1)), False),
     (C("kernel_bigger_than_input", 1, 4, 8, (3, 3), (5, 5), pads_begin=(2, 2), pads_end=(2, 2)), False),
     # ConvTranspose
@@ -134,10 +142,9 @@ def test_conv_matches_float64(case, cudnn_expected, backend, dtype, workspaces):
         if backend == "direct":
             assert kernel.startswith("direct<"), kernel
         elif backend == "gemm":
-            # channels-last wherever 8 input channels per group make one 16-byte chunk
-            nhwc = dtype != "float32" and (case.c_in // case.group) % 8 == 0
-            expected = "gemm_simt" if dtype == "float32" else "gemm_nhwc" if nhwc else "gemm_mma"
-            assert kernel.startswith(expected + "<"), kernel
+            # pointwise for unpadded stride-1 1x1 convs, else channels-last wherever 8 input
+            # channels per group make one 16-byte chunk
+            assert kernel.startswith(case.fallback_gemm_kernel(dtype) + "<"), kernel
         elif backend == "gather":
             assert kernel.startswith("gemm_simt<" if dtype == "float32" else "gemm_mma<"), kernel
 
@@ -352,3 +359,8 @@ def test_misaligned_pointers(dtype, backend, workspaces):
     case = C("misaligned", 2, 24, 40, (9, 10), (3, 3), pads_begin=(1, 1), pads_end=(1, 1), activation="relu")
     info = _check(case, dtype, backend, workspaces, misalign=("x", "w", "bias"))
     assert not info["cudnn"], info  # misaligned tensors never reach cuDNN
+    # an unpadded 1x1 conv reads x directly only when x is 16-byte aligned: else the channels-last copy
+    pointwise = C("misaligned_1x1", 2, 24, 40, (8, 8), (1, 1))
+    info = _check(pointwise, dtype, backend, workspaces, misalign=("x",))
+    if backend == "gemm":
+        assert info["fallback_kernel"].startswith(pointwise.fallback_gemm_kernel(dtype, x_aligned=False) + "<"), info
