@@ -12,9 +12,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +51,7 @@ void* cudnn_dlhandle = nullptr;  // the front end's handle on libcudnn (dynamic 
 
 #include "plugins/common/cuda_status.h"
 #include "plugins/conv/conv_fallback.h"
+#include "plugins/conv/conv_timing.h"
 
 namespace trt_fastops::conv {
 
@@ -576,14 +575,12 @@ bool run_candidate(const Candidate& c, cudnnHandle_t handle, const ConvParams& p
   return true;
 }
 
-// Times each candidate on p's buffers (handle bound to `stream`): one warm-up,
-// then kRuns runs queued behind a GPU wait long enough for the host to enqueue
-// them all, each between two events; the median run decides (one noisy run
-// cannot). *best: the fastest candidate's position, -1 when none ran;
-// times[i]: candidate i's median microseconds (-1 when it did not run).
+// Times each candidate on p's buffers (handle bound to `stream`) with the
+// planning harness (CallTimer: median of several runs queued behind a GPU
+// wait). *best: the fastest candidate's position, -1 when none ran; times[i]:
+// candidate i's median microseconds (-1 when it did not run).
 Status autotune(const std::vector<Candidate>& candidates, cudnnHandle_t handle, const ConvParams& p,
                 cudaStream_t stream, int* best, std::vector<float>* times) {
-  constexpr int kRuns = 7;
   *best = -1;
   times->assign(candidates.size(), -1.f);
   int64_t max_ws = 0;
@@ -594,45 +591,22 @@ Status autotune(const std::vector<Candidate>& candidates, cudnnHandle_t handle, 
   void* ws = nullptr;
   if (max_ws > 0)
     TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaMalloc(&ws, size_t(max_ws)), "cudaMalloc (cuDNN autotune workspace)"));
-  std::array<cudaEvent_t, kRuns + 1> events{};
   Status st = Status::ok();
-  for (cudaEvent_t& ev : events)
-    if (st.is_ok()) st = cuda_status(cudaEventCreate(&ev), "cudaEventCreate (cuDNN autotune)");
-  if (st.is_ok()) st = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize (before autotune)");
-  float best_us = 0.f;
-  for (size_t i = 0; st.is_ok() && i < candidates.size(); ++i) {
-    const Candidate& c = candidates[i];
-    const auto t0 = std::chrono::steady_clock::now();
-    bool ran = run_candidate(c, handle, p, ws, stream);  // warm-up; also sizes the GPU wait
-    const double enqueue_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    ran = ran && cudaStreamSynchronize(stream) == cudaSuccess;
-    if (ran) {
-      // Generous: the first call of a plan may be slower than the rest, and a
-      // wait longer than needed costs nothing but planning time.
-      const double wait_us = std::min(std::max(2.0 * (kRuns + 1) * (enqueue_us + 20.0), 200.0), 20000.0);
-      if (launch_gpu_wait(static_cast<uint64_t>(wait_us * 1000.0), stream) != cudaSuccess) cudaGetLastError();
-      ran = cudaEventRecord(events[0], stream) == cudaSuccess;
-      for (int r = 0; ran && r < kRuns; ++r)
-        ran = run_candidate(c, handle, p, ws, stream) && cudaEventRecord(events[r + 1], stream) == cudaSuccess;
-      ran = ran && cudaEventSynchronize(events[kRuns]) == cudaSuccess;
-    }
-    std::array<float, kRuns> runs{};
-    for (int r = 0; ran && r < kRuns; ++r) ran = cudaEventElapsedTime(&runs[r], events[r], events[r + 1]) == cudaSuccess;
-    if (!ran) {  // this candidate failed: skip it (a sticky error fails the synchronisation)
-      cudaGetLastError();
-      st = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize (autotune)");
-      continue;
-    }
-    std::sort(runs.begin(), runs.end());
-    const float us = runs[kRuns / 2] * 1000.f;
-    (*times)[i] = us;
-    if (*best < 0 || us < best_us) {
-      *best = static_cast<int>(i);
-      best_us = us;
+  {
+    CallTimer timer;
+    float best_us = 0.f;
+    for (size_t i = 0; st.is_ok() && i < candidates.size(); ++i) {
+      const Candidate& c = candidates[i];
+      float us = -1.f;
+      st = timer.time(stream, [&] { return run_candidate(c, handle, p, ws, stream); }, &us);
+      if (us < 0.f) continue;  // this candidate failed: skip it
+      (*times)[i] = us;
+      if (*best < 0 || us < best_us) {
+        *best = static_cast<int>(i);
+        best_us = us;
+      }
     }
   }
-  for (cudaEvent_t ev : events)
-    if (ev != nullptr) cudaEventDestroy(ev);
   if (ws) {
     const Status fst = cuda_status(cudaFree(ws), "cudaFree (cuDNN autotune workspace)");
     if (st.is_ok()) st = fst;
@@ -869,7 +843,9 @@ Status cudnn_build_plan(const ConvParams& p, cudaStream_t stream, const CudnnPla
     }
     int chosen = 0;
     std::vector<float> times;
-    if (candidates.size() > 1) {
+    // A sole candidate is timed only when asked (the launcher compares it
+    // with its own kernel); it then must run, like any timed candidate.
+    if (candidates.size() > 1 || opt.time_chosen) {
       if (fe::detail::set_stream(h.plan, stream) != CUDNN_STATUS_SUCCESS) {
         out->reason = "cudnnSetStream failed";
         return Status::ok();
@@ -907,11 +883,7 @@ Status cudnn_build_plan(const ConvParams& p, cudaStream_t stream, const CudnnPla
         float& b = best_us[candidates[i].variant->fused ? 0 : 1];
         if (times[i] >= 0.f && (b < 0.f || times[i] < b)) b = times[i];
       }
-      auto us = [](float t) {
-        if (t < 0.f) return std::string("-");
-        const long tenths = std::lround(double(t) * 10.0);
-        return str_cat(tenths / 10, ".", tenths % 10, " us");
-      };
+      auto us = [](float t) { return t < 0.f ? std::string("-") : format_us(t); };
       if (epilogue) {
         what += str_cat(" (fastest of ", fused.built.size(), " fused + ", plain.built.size(), " plain; fused ",
                         us(best_us[0]), ", plain ", us(best_us[1]), ")");
@@ -920,6 +892,7 @@ Status cudnn_build_plan(const ConvParams& p, cudaStream_t stream, const CudnnPla
       }
     }
     out->description = std::move(what);
+    if (size_t(chosen) < times.size() && times[size_t(chosen)] >= 0.f) out->time_us = times[size_t(chosen)];
     out->separate_epilogue = plan->separate_epilogue;
     out->graph_replay = plan->graph_replay;
     out->workspace = plan->workspace;

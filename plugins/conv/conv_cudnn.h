@@ -18,7 +18,8 @@
 // autotuning times every built plan on the caller's buffers (plain ones together
 // with our epilogue kernel, so the comparison is what a call costs) behind a GPU
 // wait, so the runs are queued back to back and host cost is not GPU time; the
-// median of several runs decides. Without autotuning: heuristics' first plan of
+// median of several runs decides (conv_timing.h, the harness the launcher also
+// times its own kernel with against the chosen plan). Without autotuning: heuristics' first plan of
 // the fused graph, else of the plain one. The chosen CudnnPlan records whether
 // its epilogue is separate, and cudnn_execute runs that epilogue itself: one
 // source of truth, and a graph replay (below) covers both kernels.
@@ -71,6 +72,7 @@ struct CudnnPlanOptions {
   bool allow_tf32 = false;          // float32: allow TF32 / down-converting engines
   bool allow_runtime_compilation = true;
   bool graph_replay = true;         // direct-path plans replay cached CUDA graphs (see above)
+  bool time_chosen = false;         // time a sole candidate too (CudnnPlanResult::time_us; it must run)
 };
 
 struct CudnnPlanResult {
@@ -78,6 +80,7 @@ struct CudnnPlanResult {
   bool separate_epilogue = false;         // bias / activation by our kernel (cudnn_execute runs it)
   bool graph_replay = false;              // hits may replay a cached CUDA graph
   size_t workspace = 0;                   // bytes the plan needs
+  double time_us = 0;                     // the plan's median GPU time when timed (conv_timing.h), else 0
   std::string description;                // "fprop+bias+relu engine=<name> (fastest of 9 fused + 7 plain;
                                           //  fused 14.2 us, plain 15.0 us)"; without timing no parentheses
   std::string reason;                     // why not, when plan is null

@@ -15,6 +15,7 @@
 #include "plugins/common/cuda_utils.cuh"
 #include "plugins/conv/conv_cudnn.h"
 #include "plugins/conv/conv_fallback.h"
+#include "plugins/conv/conv_timing.h"
 #include "plugins/conv/plan_cache.h"
 
 namespace trt_fastops::conv {
@@ -26,7 +27,9 @@ struct ConvPlan {
   std::shared_ptr<const CudnnPlan> cudnn;    // set when cuDNN runs it
   bool separate_epilogue = false;            // info only: the CudnnPlan runs its own epilogue
   bool graph_replay = false;                 // info only: cuDNN hits may replay a CUDA graph
-  size_t workspace = 0;                      // max(cuDNN's, fallback's)
+  size_t workspace = 0;                      // max(cuDNN's, fallback's); the fallback's when it runs alone
+  double cudnn_us = 0;                       // planning's median GPU times (0: not timed)
+  double fallback_us = 0;
   std::string description;
   std::string fallback_kernel;
   std::string cudnn_refusal;
@@ -110,6 +113,52 @@ FallbackKernel forced_kernel(ConvBackend b) {
   }
 }
 
+// Times plan's fallback on p's buffers (with its own workspace, on `stream`)
+// with the harness that timed cuDNN's candidates, and makes plan a fallback
+// plan when that is faster than cuDNN's chosen plan (plan->cudnn_us). A
+// fallback that fails here just does not win (its error surfaces when it
+// runs); a harness failure (allocation, synchronisation) keeps cuDNN and is
+// named in the description (a sticky CUDA error surfaces at the next call).
+void time_fallback_against_cudnn(const ConvParams& p, cudaStream_t stream, ConvPlan* plan) {
+  void* ws = nullptr;
+  Status st = Status::ok();
+  if (plan->fallback.workspace > 0)  // cudaMalloc: 256-byte aligned, as run_fallback needs (16)
+    st = cuda_status(cudaMalloc(&ws, plan->fallback.workspace), "cudaMalloc (fallback timing workspace)");
+  float us = -1.f;
+  if (st.is_ok()) {
+    CallTimer timer;
+    st = timer.time(stream, [&] { return run_fallback(plan->fallback, p, ws, stream) == cudaSuccess; }, &us);
+  }
+  if (ws != nullptr) {
+    const Status fst = cuda_status(cudaFree(ws), "cudaFree (fallback timing workspace)");
+    if (st.is_ok()) st = fst;
+  }
+  if (!st.is_ok()) {
+    cudaGetLastError();  // reported in the description; the next call must not inherit it
+    plan->description += "; fallback " + plan->fallback_kernel + " not timed: " + st.message();
+    return;
+  }
+  if (us < 0.f) {
+    plan->description += "; fallback " + plan->fallback_kernel + " failed when timed";
+    return;
+  }
+  plan->fallback_us = us;
+  // Strictly faster: a tie keeps cuDNN (its hits replay CUDA graphs).
+  if (plan->fallback_us < plan->cudnn_us) {
+    plan->description = "fallback " + plan->fallback_kernel + " (faster than cuDNN's best: " +
+                        format_us(plan->fallback_us) + " vs " + format_us(plan->cudnn_us) + ", " + plan->description +
+                        ")";
+    plan->cudnn_refusal = "slower than trt_fastops' kernel " + plan->fallback_kernel + " (" +
+                          format_us(plan->cudnn_us) + " vs " + format_us(plan->fallback_us) + ")";
+    plan->cudnn.reset();
+    plan->separate_epilogue = false;
+    plan->graph_replay = false;
+    plan->workspace = plan->fallback.workspace;
+  } else {
+    plan->description += "; fallback " + plan->fallback_kernel + " " + format_us(plan->fallback_us);
+  }
+}
+
 Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, cudaStream_t stream,
                   std::shared_ptr<ConvPlan>* out) {
   auto plan = std::make_shared<ConvPlan>();
@@ -124,21 +173,29 @@ Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, 
     return Status::ok();
   }
   if (backend == ConvBackend::automatic || backend == ConvBackend::cudnn) {
+    CudnnPlanOptions options = cudnn_options_from_env();
+    // Automatic + autotuning: cuDNN's choice races trt_fastops' kernel.
+    const bool race = backend == ConvBackend::automatic && options.autotune &&
+                      env_flag("TRT_FASTOPS_CONV_TIME_FALLBACK", true);
+    options.time_chosen = race;
     CudnnPlanResult r;
-    TRT_FASTOPS_RETURN_IF_ERROR(cudnn_build_plan(p, stream, cudnn_options_from_env(), &r));
+    TRT_FASTOPS_RETURN_IF_ERROR(cudnn_build_plan(p, stream, options, &r));
     if (r.plan) {
       plan->cudnn = std::move(r.plan);
       plan->separate_epilogue = r.separate_epilogue;
       plan->graph_replay = r.graph_replay;
-      // The backup only runs after a cuDNN failure: the kernel needing only
-      // packed weights keeps the workspace near cuDNN's (no channels-last x,
-      // no split-K partials).
-      if (plan->fallback.workspace > r.workspace && plan->fallback.kernel != FallbackKernel::gemm) {
+      plan->workspace = std::max(plan->workspace, r.workspace);
+      plan->cudnn_us = r.time_us;
+      plan->description = "cudnn " + r.description;
+      if (race && plan->cudnn_us > 0) time_fallback_against_cudnn(p, stream, plan.get());
+      // cuDNN kept: its backup only runs after a cuDNN failure, so the kernel
+      // needing only packed weights keeps the workspace near cuDNN's (no
+      // channels-last x, no split-K partials).
+      if (plan->cudnn && plan->fallback.workspace > r.workspace && plan->fallback.kernel != FallbackKernel::gemm) {
         TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(p, FallbackKernel::gemm, &plan->fallback));
         plan->fallback_kernel = fallback_kernel_name(plan->fallback, p);
+        plan->workspace = std::max(plan->fallback.workspace, r.workspace);
       }
-      plan->workspace = std::max(plan->fallback.workspace, r.workspace);
-      plan->description = "cudnn " + r.description;
     } else {
       plan->cudnn_refusal = r.reason;
       size_t version = 0;
@@ -279,6 +336,8 @@ ConvPlanInfo conv_plan_info(const ConvPlanHandle& plan) {
   info.separate_epilogue = plan->separate_epilogue;
   info.graph_replay = plan->graph_replay;
   info.workspace = plan->workspace;
+  info.cudnn_us = plan->cudnn_us;
+  info.fallback_us = plan->fallback_us;
   info.description = plan->description;
   info.fallback_kernel = plan->fallback_kernel;
   info.cudnn_refusal = plan->cudnn_refusal;

@@ -12,7 +12,10 @@
 // convolution followed by our bias/activation kernel, whichever autotuning
 // times faster: conv_cudnn.h), or, when cuDNN
 // refuses the configuration or is not installed, trt_fastops' own kernels
-// (conv_fallback.cuh). cuDNN only gets x, w, bias and y that are 16-byte
+// (conv_fallback.cuh). With autotuning (ConvBackend::automatic), our kernel is
+// timed against cuDNN's chosen plan on the same buffers with the same harness
+// (conv_timing.h) and runs instead when it is strictly faster (it then needs
+// only its own workspace). cuDNN only gets x, w, bias and y that are 16-byte
 // aligned; other alignments (views, offsets) run on trt_fastops' kernels,
 // which vectorise only on memory they checked or aligned themselves (the
 // workspace, y for the bias pass). The decision is cached either way, so the second call
@@ -32,7 +35,9 @@
 // every conv_prepare):
 //   TRT_FASTOPS_CONV_FORCE_FALLBACK=1    every convolution on trt_fastops' kernels
 //   TRT_FASTOPS_CONV_CACHE_SIZE=N        plan cache capacity (default 256), read once
-//   TRT_FASTOPS_CONV_AUTOTUNE=0          take cuDNN's first supported plan untimed
+//   TRT_FASTOPS_CONV_AUTOTUNE=0          take cuDNN's first supported plan untimed (and never
+//                                        time the fallback against it)
+//   TRT_FASTOPS_CONV_TIME_FALLBACK=0     autotuning never picks the fallback over cuDNN's plan
 //   TRT_FASTOPS_CONV_AUTOTUNE_CANDIDATES=N  plans built and timed per graph variant
 //                                        (fused, plain; default 16; 0 or 1: heuristics' first)
 //   TRT_FASTOPS_CONV_GRAPH_REPLAY=0      cuDNN hits always execute directly (no CUDA graphs)
@@ -73,8 +78,9 @@ using ConvPlanHandle = std::shared_ptr<const ConvPlan>;
 
 // See above. p holds the real device pointers (their alignment is part of the
 // signature; autotuning may write y). On success *plan is set and
-// *workspace_bytes is what conv_run needs (cuDNN's and the fallback's maximum,
-// so a failing cuDNN plan can fall back within the same workspace).
+// *workspace_bytes is what conv_run needs (a cuDNN plan: cuDNN's and the
+// fallback's maximum, so a failing cuDNN plan can fall back within the same
+// workspace; a fallback plan: the fallback's).
 Status conv_prepare(const ConvParams& p, cudaStream_t stream, ConvPlanHandle* plan, size_t* workspace_bytes,
                     ConvBackend backend = ConvBackend::automatic);
 
@@ -100,11 +106,16 @@ struct ConvPlanInfo {
   bool separate_epilogue = false;  // cuDNN without fused bias/activation (our kernel after it)
   bool graph_replay = false;       // cuDNN hits with known pointers replay a cached CUDA graph
   size_t workspace = 0;
+  double cudnn_us = 0;             // median GPU us of cuDNN's chosen plan at planning (0: not timed)
+  double fallback_us = 0;          // the same for the fallback, timed against it (0: not timed)
   std::string description;         // "cudnn fprop+bias+relu engine=... (fastest of 9 fused + 7 plain; fused
-                                   // 14.2 us, plain 15.0 us)" / "cudnn fprop engine=... +bias by trt_fastops
-                                   // kernel" / "fallback gemm_mma<float16,bn64>"
+                                   // 14.2 us, plain 15.0 us); fallback gemm_mma<float16,bn64> 41.0 us" /
+                                   // "cudnn fprop engine=... +bias by trt_fastops kernel" /
+                                   // "fallback gemm_mma<float16,bn64>" / "fallback gemm_mma<float16,bn64>
+                                   // (faster than cuDNN's best: 206.2 us vs 340.9 us, cudnn fprop ...)"
   std::string fallback_kernel;     // the kernel the fallback would use
-  std::string cudnn_refusal;       // why cuDNN was not used (empty when it is)
+  std::string cudnn_refusal;       // why cuDNN was not used (empty when it is; "slower than ..." when
+                                   // the fallback was timed faster)
 };
 ConvPlanInfo conv_plan_info(const ConvPlanHandle& plan);
 

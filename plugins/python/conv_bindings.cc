@@ -114,6 +114,8 @@ py::dict info_dict(const ConvPlanHandle& plan) {
   d["separate_epilogue"] = info.separate_epilogue;
   d["graph_replay"] = info.graph_replay;
   d["workspace_bytes"] = info.workspace;
+  d["cudnn_us"] = info.cudnn_us;
+  d["fallback_us"] = info.fallback_us;
   d["description"] = info.description;
   d["fallback_kernel"] = info.fallback_kernel;
   d["cudnn_refusal"] = info.cudnn_refusal;
@@ -257,9 +259,11 @@ void register_conv_bindings(py::module_& m) {
       "Plan (or look up) the convolution for raw device pointers: Conv (transpose=False; w [c_out, c_in/group,\n"
       "k...]) or ConvTranspose (transpose=True; w [c_in, c_out/group, k...]); y = act(conv + bias). Returns\n"
       "{'cudnn', 'description', 'workspace_bytes', 'fallback_kernel', 'cudnn_refusal', 'separate_epilogue',\n"
-      "'graph_replay', 'empty'}. A miss may synchronise `stream` and (autotuning) run the convolution, writing y.\n"
-      "backend: 'auto', 'cudnn' (error if cuDNN refuses), 'fallback', 'gemm', 'gather' (NCHW-gather GEMM), 'direct'. Raises RuntimeError\n"
-      "with the launcher's message (e.g. a miss during CUDA-graph capture), ValueError for bad arguments.";
+      "'graph_replay', 'empty', 'cudnn_us', 'fallback_us'}; the last two: planning's median GPU microseconds of\n"
+      "cuDNN's chosen plan and of the fallback timed against it (backend 'auto' with autotuning; 0: not timed).\n"
+      "A miss may synchronise `stream` and (autotuning) run the convolution, writing y.\n"
+      "backend: 'auto', 'cudnn' (error if cuDNN refuses), 'fallback', 'gemm', 'gather' (NCHW-gather GEMM), 'direct'.\n"
+      "Raises RuntimeError with the launcher's message (e.g. a miss during CUDA-graph capture), ValueError for bad arguments.";
   std::apply([&](auto... a) { m.def("conv_plan", &conv_plan, plan_doc, a...); }, args());
   std::apply(
       [&](auto... a) {

@@ -10,6 +10,11 @@
   holds a graph during the capture.
 - Plan choice: with bias / activation both the fused graph and the plain one (+ our kernel) are
   timed; the description reports each variant's best time and the chosen one must be the faster.
+- cuDNN vs our kernel: with autotuning (backend 'auto'), cuDNN's chosen plan and trt_fastops'
+  fallback are timed with the same harness; the plan info reports both times (cudnn_us,
+  fallback_us) and the plan must be the faster one (a tie keeps cuDNN).
+  TRT_FASTOPS_CONV_TIME_FALLBACK=0 turns that off. The other tests set it to 0 so that they keep
+  testing cuDNN's own choice.
 
 Every output is NaN-poisoned before its run and checked against a float64 reference. Environment
 variables are read when a signature is planned, so each test clears the plan cache first.
@@ -58,10 +63,11 @@ def _cuda_ok():
         pytest.skip("torch sees no CUDA device")
 
 
-def _fresh(monkeypatch, autotune: str, replay: str, candidates: str = "4"):
+def _fresh(monkeypatch, autotune: str, replay: str, candidates: str = "4", time_fallback: str = "0"):
     monkeypatch.setenv("TRT_FASTOPS_CONV_AUTOTUNE", autotune)
     monkeypatch.setenv("TRT_FASTOPS_CONV_AUTOTUNE_CANDIDATES", candidates)
     monkeypatch.setenv("TRT_FASTOPS_CONV_GRAPH_REPLAY", replay)
+    monkeypatch.setenv("TRT_FASTOPS_CONV_TIME_FALLBACK", time_fallback)
     monkeypatch.delenv("TRT_FASTOPS_CONV_FORCE_FALLBACK", raising=False)
     _C.conv_cache_clear()
     _C.conv_cache_reset_stats()
@@ -80,8 +86,8 @@ def _delta(after, before):
 class Runner:
     """One signature on one stream: x, w, b fixed tensors (contents may change), y chosen per call."""
 
-    def __init__(self, case, dtype, stream, seed=0):
-        self.case, self.dtype, self.stream = case, dtype, stream
+    def __init__(self, case, dtype, stream, seed=0, backend="auto"):
+        self.case, self.dtype, self.stream, self.backend = case, dtype, stream, backend
         self.x, self.w, self.b = make_inputs(torch, case, dtype, seed=seed)
         self.ws = Workspaces(torch)
         self.buf = None
@@ -90,7 +96,8 @@ class Runner:
         return torch.empty(self.case.y_shape(), dtype=getattr(torch, self.dtype), device="cuda")
 
     def kwargs(self, y):
-        return conv_kwargs(self.case, self.dtype, self.x, self.w, self.b, y, stream=self.stream.cuda_stream)
+        return conv_kwargs(self.case, self.dtype, self.x, self.w, self.b, y, stream=self.stream.cuda_stream,
+                           backend=self.backend)
 
     def plan(self, y):
         info = _C.conv_plan(**self.kwargs(y))
@@ -355,3 +362,103 @@ def test_candidates_zero_or_one_means_heuristics_first(candidates, monkeypatch):
     assert "fastest of" not in info["description"], info  # nothing timed
     r.forward(y)
     r.check(y, f"TRT_FASTOPS_CONV_AUTOTUNE_CANDIDATES={candidates}")
+
+
+# cuDNN's best plan raced against trt_fastops' kernel. The stem is ResNet-50's 7x7 stride-2 conv on
+# 3 channels at batch 32, where the H100 run had the fallback ahead in float16 (206 vs 341 us).
+RACE_CASES = [
+    C("race_stem_7x7s2", 32, 3, 64, (224, 224), (7, 7), stride=(2, 2), pads_begin=(3, 3), pads_end=(3, 3)),
+    C("race_3x3_relu", 4, 64, 64, (14, 14), (3, 3), pads_begin=(1, 1), pads_end=(1, 1), activation="relu"),
+    C("race_1x1_bias", 8, 64, 64, (28, 28), (1, 1)),
+    C("race_dw3x3_bias", 8, 144, 144, (28, 28), (3, 3), group=144, pads_begin=(1, 1), pads_end=(1, 1)),
+]
+
+
+def _fallback_workspace(r, y):
+    """workspace_bytes of the same signature on backend 'fallback' (the fallback's own choice)."""
+    kw = conv_kwargs(r.case, r.dtype, r.x, r.w, r.b, y, stream=r.stream.cuda_stream, backend="fallback")
+    return _C.conv_plan(**kw)["workspace_bytes"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", RACE_CASES, ids=[c.name for c in RACE_CASES])
+def test_autotune_keeps_the_faster_of_cudnn_and_fallback(case, dtype, monkeypatch):
+    _cuda_ok()
+    r = Runner(case, dtype, torch.cuda.Stream(), seed=6)
+    _fresh(monkeypatch, autotune="1", replay="1", candidates="4", time_fallback="1")
+    y = r.new_y()
+    info = r.plan(y)
+    desc = info["description"]
+    print(f"{case.name} {dtype}: cudnn {info['cudnn_us']:.1f} us, fallback {info['fallback_us']:.1f} us: {desc}")
+    if not info["cudnn"] and info["cudnn_us"] == 0:
+        pytest.skip(f"cuDNN did not take {case.name}: {info['cudnn_refusal']}")
+    assert info["cudnn_us"] > 0 and info["fallback_us"] > 0, info
+    # The fallback must be strictly faster to replace cuDNN.
+    assert info["cudnn"] == (info["cudnn_us"] <= info["fallback_us"]), info
+    fallback_ws = _fallback_workspace(r, y)
+    if info["cudnn"]:
+        assert desc.startswith("cudnn ") and f"; fallback {info['fallback_kernel']} " in desc, info
+        assert info["cudnn_refusal"] == "", info
+        assert info["workspace_bytes"] >= fallback_ws, (info, fallback_ws)  # room to fall back in
+    else:
+        won = re.match(re.escape(f"fallback {info['fallback_kernel']} (faster than cuDNN's best: ") +
+                       r"[\d.]+ us vs [\d.]+ us, cudnn .+\)$", desc)
+        assert won is not None, info
+        assert info["cudnn_refusal"].startswith("slower than trt_fastops' kernel"), info
+        assert not info["separate_epilogue"] and not info["graph_replay"], info
+        assert info["workspace_bytes"] == fallback_ws, (info, fallback_ws)
+    for i in range(3):  # hits: the chosen backend (replayed from a graph when cuDNN's plan allows it)
+        r.x.copy_(torch.randn_like(r.x, dtype=torch.float32).to(r.x.dtype))
+        r.forward(y)
+        r.check(y, f"{'cudnn' if info['cudnn'] else 'fallback'} chosen by timing, call {i}")
+
+
+def test_time_fallback_disabled_by_environment(monkeypatch):
+    _cuda_ok()
+    case = RACE_CASES[1]
+    r = Runner(case, "float16", torch.cuda.Stream(), seed=7)
+    _fresh(monkeypatch, autotune="1", replay="1", candidates="4", time_fallback="0")
+    y = r.new_y()
+    info = r.plan(y)
+    if not info["cudnn"]:
+        pytest.skip(f"cuDNN did not take {case.name}: {info['cudnn_refusal']}")
+    assert info["fallback_us"] == 0, info
+    assert "; fallback " not in info["description"], info
+    # cuDNN's own time is reported when it timed several candidates.
+    assert (info["cudnn_us"] > 0) == ("fastest of" in info["description"]), info
+    r.forward(y)
+    r.check(y, "TRT_FASTOPS_CONV_TIME_FALLBACK=0")
+
+    # Without autotuning nothing is timed, whatever TRT_FASTOPS_CONV_TIME_FALLBACK says.
+    _fresh(monkeypatch, autotune="0", replay="1", time_fallback="1")
+    info = r.plan(y)
+    assert info["cudnn"] and info["cudnn_us"] == 0 and info["fallback_us"] == 0, info
+
+
+def test_forced_cudnn_backend_never_races_the_fallback(monkeypatch):
+    _cuda_ok()
+    case = RACE_CASES[0]
+    r = Runner(case, "float16", torch.cuda.Stream(), seed=8, backend="cudnn")
+    _fresh(monkeypatch, autotune="1", replay="1", candidates="4", time_fallback="1")
+    y = r.new_y()
+    info = r.plan(y)
+    assert info["cudnn"] and info["fallback_us"] == 0 and info["description"].startswith("cudnn "), info
+    r.forward(y)
+    r.check(y, "backend 'cudnn' with autotuning")
+
+
+@pytest.mark.parametrize("candidates", ["0", "1"])
+def test_sole_candidate_is_timed_against_the_fallback(candidates, monkeypatch):
+    _cuda_ok()
+    case = TUNING_CASES[1]
+    r = Runner(case, "float16", torch.cuda.Stream(), seed=4)
+    _fresh(monkeypatch, autotune="1", replay="1", candidates=candidates, time_fallback="1")
+    y = r.new_y()
+    info = r.plan(y)
+    if not info["cudnn"] and info["cudnn_us"] == 0:
+        pytest.skip(f"cuDNN did not take the case: {info['cudnn_refusal']}")
+    assert "fastest of" not in info["description"], info  # one cuDNN plan: not tuned, only timed
+    assert info["cudnn_us"] > 0 and info["fallback_us"] > 0, info
+    assert info["cudnn"] == (info["cudnn_us"] <= info["fallback_us"]), info
+    r.forward(y)
+    r.check(y, f"TRT_FASTOPS_CONV_AUTOTUNE_CANDIDATES={candidates}, timed against the fallback")
