@@ -195,6 +195,7 @@ Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, 
         TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(p, FallbackKernel::gemm, &plan->fallback));
         plan->fallback_kernel = fallback_kernel_name(plan->fallback, p);
         plan->workspace = std::max(plan->fallback.workspace, r.workspace);
+        if (plan->fallback_us > 0) plan->description += " (backup: " + plan->fallback_kernel + ")";
       }
     } else {
       plan->cudnn_refusal = r.reason;

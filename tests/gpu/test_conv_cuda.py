@@ -145,6 +145,8 @@ def test_conv_matches_float64(case, cudnn_expected, backend, dtype, workspaces):
             # pointwise for unpadded stride-1 1x1 convs, else channels-last wherever 8 input
             # channels per group make one 16-byte chunk
             assert kernel.startswith(case.fallback_gemm_kernel(dtype) + "<"), kernel
+            if case.name.startswith("split_k") and dtype != "float32":
+                assert ",split" in kernel, kernel  # one or two CTAs: K is split on any GPU
         elif backend == "gather":
             assert kernel.startswith("gemm_simt<" if dtype == "float32" else "gemm_mma<"), kernel
 
