@@ -39,6 +39,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -62,12 +63,32 @@ struct ConvArgs {
 
 enum : int { ACT_NONE = 0, ACT_RELU = 1, ACT_SILU = 2, ACT_GELU = 3 };
 
+template <int ACT>
+__device__ __forceinline__ float activation_of(float v) {
+  if constexpr (ACT == ACT_RELU) return v < 0.f ? 0.f : v;  // NaN stays NaN
+  if constexpr (ACT == ACT_SILU) return __fdividef(v, 1.f + expf(-v));  // no IEEE-division slow-path call; -0 for v < -88
+  if constexpr (ACT == ACT_GELU) return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+  return v;
+}
+
 __device__ __forceinline__ float apply_activation(float v, int act) {
   switch (act) {
-    case ACT_RELU: return v < 0.f ? 0.f : v;  // NaN stays NaN
-    case ACT_SILU: return __fdividef(v, 1.f + expf(-v));  // no IEEE-division slow-path call; -0 for v < -88
-    case ACT_GELU: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    case ACT_RELU: return activation_of<ACT_RELU>(v);
+    case ACT_SILU: return activation_of<ACT_SILU>(v);
+    case ACT_GELU: return activation_of<ACT_GELU>(v);
     default: return v;
+  }
+}
+
+// f(std::integral_constant<int, ACT>) for the runtime activation: loops over a
+// tile's elements then branch once, not per element.
+template <typename F>
+__device__ __forceinline__ void with_activation(int act, F&& f) {
+  switch (act) {
+    case ACT_RELU: f(std::integral_constant<int, ACT_RELU>{}); break;
+    case ACT_SILU: f(std::integral_constant<int, ACT_SILU>{}); break;
+    case ACT_GELU: f(std::integral_constant<int, ACT_GELU>{}); break;
+    default: f(std::integral_constant<int, ACT_NONE>{}); break;
   }
 }
 
@@ -85,6 +106,12 @@ __device__ __forceinline__ int input_pos(int base, int tap_off, int in, const Fa
     const int q = static_cast<int>(stride_div.div(static_cast<uint32_t>(t)));
     return (t - q * stride == 0 && q < in) ? q : -1;
   }
+}
+
+// Image of GEMM row m = image * out_sp + position: a multiply-shift while m
+// fits FastDiv's range (64-bit division is a long subroutine on the GPU).
+__device__ __forceinline__ int64_t image_of(const ConvGeometry& g, int64_t m) {
+  return m < (int64_t(1) << 31) ? int64_t(g.div_osp.div(static_cast<uint32_t>(m))) : m / g.out_sp;
 }
 
 template <bool TRANSPOSE>
@@ -248,7 +275,7 @@ __device__ __forceinline__ void setup_a_rows(const ConvGeometry& g, int64_t m0, 
     const int64_t m = m0 + lane + 32 * i;
     r.valid[i] = m < g.m_total;
     const int64_t mm = r.valid[i] ? m : 0;
-    const int64_t image = mm / g.out_sp;
+    const int64_t image = image_of(g, mm);
     const int pos = static_cast<int>(mm - image * g.out_sp);
     const int ow = pos % g.out[2];
     const int t = pos / g.out[2];
@@ -306,7 +333,7 @@ __device__ __forceinline__ void store_c_tile(const ConvGeometry& g, const T* cs,
     const int64_t m = m0 + lane + 32 * i;
     valid[i] = m < g.m_total;
     const int64_t mm = valid[i] ? m : 0;
-    const int64_t image = mm / g.out_sp;
+    const int64_t image = image_of(g, mm);
     ybase[i] = image * g.c_out * g.out_sp + (mm - image * g.out_sp);
   }
   for (int row = warp; row < BN; row += GEMM_WARPS) {
@@ -358,24 +385,26 @@ __device__ __forceinline__ void store_mma_tile(const ConvArgs<T>& a, const float
   const int warp_n = warp / WARPS_M;
   const int gid = lane >> 2;  // row group of the accumulator layout
   const int tig = lane & 3;   // thread in group
+  float b[4][2];
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt) {
+  for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int n_local = warp_n * 32 + nt * 8 + tig * 2 + e;
-      const int j = n0 + n_local;
-      float b = 0.f;
-      if (a.bias != nullptr && j < g.kg) b = to_float(__ldg(a.bias + int64_t(grp) * g.kg + j));
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int m_local = warp_m * WM + mt * 16 + gid + h * 8;
-          cs[n_local * MMA_CS_STRIDE + m_local] = from_float<T>(apply_activation(acc[mt][nt][h * 2 + e] + b, g.activation));
-        }
-      }
+      const int j = n0 + warp_n * 32 + nt * 8 + tig * 2 + e;
+      b[nt][e] = a.bias != nullptr && j < g.kg ? to_float(__ldg(a.bias + int64_t(grp) * g.kg + j)) : 0.f;
     }
-  }
+  with_activation(g.activation, [&](auto ACT) {
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            cs[(warp_n * 32 + nt * 8 + tig * 2 + e) * MMA_CS_STRIDE + warp_m * WM + mt * 16 + gid + h * 8] =
+                from_float<T>(activation_of<ACT.value>(acc[mt][nt][h * 2 + e] + b[nt][e]));
+  });
   __syncthreads();
   store_c_tile<T, BN, MMA_CS_STRIDE>(g, cs, a.y, m0, n0, grp, warp, lane);
 }
@@ -634,7 +663,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2)
     const int64_t m = m0 + mc * 8;
     const bool valid = m < g.m_total;  // all 8 or none: m_total is a multiple of 8
     const int64_t mm = valid ? m : 0;
-    const int64_t image = mm / g.out_sp;
+    const int64_t image = image_of(g, mm);
     pix[0] = (image * g.c_in + int64_t(grp) * g.cg) * g.in_sp + (mm - image * g.out_sp);
 #pragma unroll
     for (int i = 0; i < A_CHUNKS; ++i) mvalid[i] = valid;
@@ -644,7 +673,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2)
       const int64_t m = m0 + arow + A_STEP * i;
       mvalid[i] = m < g.m_total;
       const int64_t mm = mvalid[i] ? m : 0;
-      const int64_t image = mm / g.out_sp;
+      const int64_t image = image_of(g, mm);
       const int pos = static_cast<int>(mm - image * g.out_sp);
       const int ow = pos % g.out[2];
       const int t = pos / g.out[2];
@@ -807,7 +836,7 @@ __global__ void __launch_bounds__(256) conv_splitk_finalize_kernel(ConvGeometry 
          m += int64_t(gridDim.x) * blockDim.x) {
       float v = b;
       for (int s = 0; s < splits; ++s) v += __ldg(partial + (int64_t(s) * g.c_out + co) * g.m_total + m);
-      const int64_t image = m / g.out_sp;
+      const int64_t image = image_of(g, m);
       y[(image * g.c_out + co) * g.out_sp + (m - image * g.out_sp)] = from_float<T>(apply_activation(v, g.activation));
     }
   }
