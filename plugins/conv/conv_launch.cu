@@ -209,7 +209,8 @@ Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, 
   } else {
     plan->cudnn_refusal = std::string("backend '") + conv_backend_name(backend) + "' requested";
   }
-  if (!plan->cudnn) plan->description = "fallback " + plan->fallback_kernel;
+  // (A fallback that won the race against cuDNN already says so.)
+  if (!plan->cudnn && plan->fallback_us == 0) plan->description = "fallback " + plan->fallback_kernel;
   *out = std::move(plan);
   return Status::ok();
 }
