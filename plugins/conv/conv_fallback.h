@@ -11,6 +11,7 @@
 
 #include "plugins/common/status.h"
 #include "plugins/conv/conv.h"
+#include "plugins/conv/conv_depthwise.h"
 #include "plugins/conv/conv_geometry.h"
 
 namespace trt_fastops::conv {
@@ -19,6 +20,7 @@ enum class FallbackKernel : int32_t {
   none = 0,       // empty output: nothing to do
   direct = 1,     // one thread per output element
   gemm = 2,       // implicit GEMM: tensor cores for 16-bit types, FFMA for float32
+  depthwise = 4,  // c_in == group, 1-D / 2-D Conv: shared-memory tiles (conv_depthwise.h)
 };
 
 struct FallbackPlan {
@@ -26,6 +28,7 @@ struct FallbackPlan {
   int bn = 0;             // GEMM tile width (64 or 128)
   size_t workspace = 0;   // packed weights (GEMM), 0 otherwise
   ConvGeometry geom{};
+  DepthwiseTiling depthwise{};  // kernel == depthwise
 };
 
 // "Conv" or "ConvTranspose".
@@ -38,9 +41,11 @@ Status check_conv_params(const ConvParams& p, ConvGeometry* geom);
 // True when the output has no element (n, c_out or an output dim is 0).
 bool conv_output_empty(const ConvParams& p);
 
-// Chooses the kernel: force = none picks (direct for few output channels per
-// group, no input channels or > 65535 groups; GEMM otherwise); direct / gemm
-// force one (gemm falls back to direct only for > 65535 groups).
+// Chooses the kernel: force = none picks (depthwise where plan_depthwise
+// accepts; else direct for few output channels per group, no input channels or
+// > 65535 groups; GEMM otherwise); direct / gemm / depthwise force one (gemm
+// falls back to direct only for > 65535 groups, depthwise to the automatic
+// choice where it does not apply).
 Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* plan);
 
 // Enqueues the plan for p's pointers. workspace: plan.workspace bytes,
@@ -57,7 +62,8 @@ cudaError_t run_bias_activation(const ConvParams& p, cudaStream_t stream);
 // back to back on the GPU whatever the host spends enqueueing them.
 cudaError_t launch_gpu_wait(uint64_t nanoseconds, cudaStream_t stream);
 
-// "gemm_mma<float16,bn128>", "gemm_simt<float32>", "direct<bfloat16>" (+ ",transpose").
+// "gemm_mma<float16,bn128>", "gemm_simt<float32>", "direct<bfloat16>" (+ ",transpose"),
+// "depthwise<float16,k3s1>" (depthwise_kernel_name).
 std::string fallback_kernel_name(const FallbackPlan& plan, const ConvParams& p);
 
 }  // namespace trt_fastops::conv

@@ -61,9 +61,10 @@ enum class ConvBackend : int32_t {
   fallback = 2,         // trt_fastops' kernels, their own choice
   fallback_gemm = 3,    // the implicit-GEMM kernel (direct only beyond 65535 groups)
   fallback_direct = 4,  // the direct kernel
+  fallback_depthwise = 6,  // the depthwise kernel (the fallback's own choice where it does not apply)
 };
 
-// "auto", "cudnn", "fallback", "gemm", "direct".
+// "auto", "cudnn", "fallback", "gemm", "direct", "depthwise".
 const char* conv_backend_name(ConvBackend backend);
 bool parse_conv_backend(const std::string& name, ConvBackend* backend);
 

@@ -48,7 +48,8 @@ Activation parse_activation(const std::string& a) {
 ConvBackend parse_backend(const std::string& b) {
   ConvBackend out = ConvBackend::automatic;
   if (!conv::parse_conv_backend(b, &out))
-    throw py::value_error("conv: backend must be 'auto', 'cudnn', 'fallback', 'gemm' or 'direct', got '" + b + "'");
+    throw py::value_error("conv: backend must be 'auto', 'cudnn', 'fallback', 'gemm', 'direct' or 'depthwise', got '" +
+                          b + "'");
   return out;
 }
 
@@ -258,7 +259,8 @@ void register_conv_bindings(py::module_& m) {
       "k...]) or ConvTranspose (transpose=True; w [c_in, c_out/group, k...]); y = act(conv + bias). Returns\n"
       "{'cudnn', 'description', 'workspace_bytes', 'fallback_kernel', 'cudnn_refusal', 'separate_epilogue',\n"
       "'graph_replay', 'empty'}. A miss may synchronise `stream` and (autotuning) run the convolution, writing y.\n"
-      "backend: 'auto', 'cudnn' (error if cuDNN refuses), 'fallback', 'gemm', 'direct'. Raises RuntimeError\n"
+      "backend: 'auto', 'cudnn' (error if cuDNN refuses), 'fallback', 'gemm', 'direct', 'depthwise' (the\n"
+      "fallback's own choice where the depthwise kernel does not apply). Raises RuntimeError\n"
       "with the launcher's message (e.g. a miss during CUDA-graph capture), ValueError for bad arguments.";
   std::apply([&](auto... a) { m.def("conv_plan", &conv_plan, plan_doc, a...); }, args());
   std::apply(
