@@ -246,6 +246,14 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
     return Status::ok();
   }
   ConvGeometry& g = out.geom;
+  if (force == FallbackKernel::none || force == FallbackKernel::depthwise) {
+    if (plan_depthwise(p, g, &out.depthwise)) {
+      out.kernel = FallbackKernel::depthwise;
+      *plan = out;
+      return Status::ok();
+    }
+    force = FallbackKernel::none;  // depthwise forced where it does not apply: the usual choice
+  }
   const bool wide16 = p.dtype != DType::f32;
   const int bn = wide16 && g.kg > 64 ? 128 : 64;
   const int bk = wide16 ? MMA_BK : SIMT_BK;
@@ -303,6 +311,7 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
 
 cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* workspace, cudaStream_t stream) {
   if (plan.kernel == FallbackKernel::none) return cudaSuccess;
+  if (plan.kernel == FallbackKernel::depthwise) return run_depthwise(plan.depthwise, plan.geom, p, stream);
   if ((plan.kernel == FallbackKernel::gemm || is_async_gemm(plan.kernel)) && plan.workspace > 0 &&
       (workspace == nullptr || !is_aligned(workspace, 16)))
     return cudaErrorInvalidValue;
@@ -383,6 +392,7 @@ std::string fallback_kernel_name(const FallbackPlan& plan, const ConvParams& p) 
   switch (plan.kernel) {
     case FallbackKernel::none: return "none";
     case FallbackKernel::direct: return "direct<" + t + tr + ">";
+    case FallbackKernel::depthwise: return depthwise_kernel_name(plan.depthwise, p);
     case FallbackKernel::gemm:
       if (p.dtype == DType::f32) return "gemm_simt<" + t + tr + ">";
       return "gemm_mma<" + t + ",bn" + std::to_string(plan.bn) + tr + ">";

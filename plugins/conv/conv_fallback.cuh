@@ -29,7 +29,8 @@
 //       split-K with conv_splitk_finalize_kernel where the grid is small.
 //   conv_gemm_simt_kernel<TRANSPOSE>  float32 by FFMA (no TF32), CTA tile 128 x 64 x 16.
 //   conv_direct_kernel<T, TRANSPOSE>  one thread per output element: few output
-//       channels per group (depthwise), no k at all (c_in == 0), huge group counts.
+//       channels per group, no k at all (c_in == 0), huge group counts, and the
+//       depthwise convolutions conv_depthwise_kernel (conv_depthwise.cuh) cannot tile.
 //   conv_bias_act_kernel<T>           bias + activation in place (after a cuDNN
 //       convolution that could not fuse them).
 //   conv_gpu_wait_kernel              one thread spinning on the global timer
@@ -47,6 +48,7 @@
 
 #include "plugins/common/cuda_utils.cuh"
 #include "plugins/common/mma.cuh"
+#include "plugins/conv/conv_activation.cuh"
 #include "plugins/conv/conv_geometry.h"
 
 namespace trt_fastops::conv {
@@ -60,37 +62,6 @@ struct ConvArgs {
   const T* bias;  // [c_out] or null
   T* y;
 };
-
-enum : int { ACT_NONE = 0, ACT_RELU = 1, ACT_SILU = 2, ACT_GELU = 3 };
-
-template <int ACT>
-__device__ __forceinline__ float activation_of(float v) {
-  if constexpr (ACT == ACT_RELU) return v < 0.f ? 0.f : v;  // NaN stays NaN
-  if constexpr (ACT == ACT_SILU) return __fdividef(v, 1.f + expf(-v));  // no IEEE-division slow-path call; -0 for v < -88
-  if constexpr (ACT == ACT_GELU) return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-  return v;
-}
-
-__device__ __forceinline__ float apply_activation(float v, int act) {
-  switch (act) {
-    case ACT_RELU: return activation_of<ACT_RELU>(v);
-    case ACT_SILU: return activation_of<ACT_SILU>(v);
-    case ACT_GELU: return activation_of<ACT_GELU>(v);
-    default: return v;
-  }
-}
-
-// f(std::integral_constant<int, ACT>) for the runtime activation: loops over a
-// tile's elements then branch once, not per element.
-template <typename F>
-__device__ __forceinline__ void with_activation(int act, F&& f) {
-  switch (act) {
-    case ACT_RELU: f(std::integral_constant<int, ACT_RELU>{}); break;
-    case ACT_SILU: f(std::integral_constant<int, ACT_SILU>{}); break;
-    case ACT_GELU: f(std::integral_constant<int, ACT_GELU>{}); break;
-    default: f(std::integral_constant<int, ACT_NONE>{}); break;
-  }
-}
 
 // Input position along one dim for output position o and tap offset t*dilation,
 // or -1 when that tap reads nothing. base is o*stride - pad (Conv) or o + pad

@@ -11,6 +11,7 @@
 
 #include "plugins/common/status.h"
 #include "plugins/conv/conv.h"
+#include "plugins/conv/conv_depthwise.h"
 #include "plugins/conv/conv_geometry.h"
 
 namespace trt_fastops::conv {
@@ -21,6 +22,7 @@ enum class FallbackKernel : int32_t {
   gemm = 2,       // implicit GEMM gathering from NCHW x: tensor cores for 16-bit types, FFMA for float32
   gemm_nhwc = 3,  // pipelined implicit GEMM on a channels-last copy of x (16-bit types, c_in / group % 8 == 0)
   gemm_pointwise = 5,  // the same reading NCHW x directly: 1x1, stride 1, unpadded, out_sp % 8 == 0, x aligned
+  depthwise = 4,  // c_in == group, 1-D / 2-D Conv: shared-memory tiles (conv_depthwise.h)
 };
 
 struct FallbackPlan {
@@ -32,6 +34,7 @@ struct FallbackPlan {
   int kt_per_split = 0;   // k tiles (of 32) per split
   size_t partial_offset = 0;  // splits > 1: float32 partial sums [splits][c_out][m] in the workspace
   ConvGeometry geom{};
+  DepthwiseTiling depthwise{};  // kernel == depthwise
 };
 
 // "Conv" or "ConvTranspose".
@@ -44,14 +47,16 @@ Status check_conv_params(const ConvParams& p, ConvGeometry* geom);
 // True when the output has no element (n, c_out or an output dim is 0).
 bool conv_output_empty(const ConvParams& p);
 
-// Chooses the kernel: force = none picks (direct for few output channels per
-// group, no input channels or > 65535 groups; otherwise GEMM: gemm_nhwc where
-// it applies, else gemm; gemm_pointwise instead of gemm_nhwc for unpadded
-// stride-1 1x1 convs); direct / gemm / gemm_nhwc force one (gemm_nhwc means
-// "a pipelined GEMM": pointwise, channels-last, else gemm; any GEMM falls to
-// direct only for > 65535 groups). gemm is the choice with the smallest
-// workspace (packed weights only). Pipelined GEMMs whose grid would leave SMs
-// of the current device idle split K (workspace for float32 partial sums).
+// Chooses the kernel: force = none picks (depthwise where plan_depthwise
+// accepts; else direct for few output channels per group, no input channels or
+// > 65535 groups; otherwise GEMM: gemm_pointwise for unpadded stride-1 1x1
+// convs, else gemm_nhwc where it applies, else gemm); direct / gemm /
+// gemm_nhwc / depthwise force one (gemm_nhwc means "a pipelined GEMM":
+// pointwise, channels-last, else gemm; any GEMM falls to direct only for >
+// 65535 groups, depthwise to the automatic choice where it does not apply).
+// gemm is the choice with the smallest workspace (packed weights only).
+// Pipelined GEMMs whose grid would leave most SMs of the current device idle
+// split K (workspace for float32 partial sums).
 Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* plan);
 
 // Enqueues the plan for p's pointers. workspace: plan.workspace bytes,
@@ -69,8 +74,8 @@ cudaError_t run_bias_activation(const ConvParams& p, cudaStream_t stream);
 cudaError_t launch_gpu_wait(uint64_t nanoseconds, cudaStream_t stream);
 
 // "gemm_mma<float16,bn128>", "gemm_nhwc<float16,bn128>", "gemm_pointwise<bfloat16,bn64,split2>",
-// "gemm_simt<float32>",
-// "direct<bfloat16>" (+ ",transpose").
+// "gemm_simt<float32>", "direct<bfloat16>" (+ ",transpose"), "depthwise<float16,k3s1>"
+// (depthwise_kernel_name).
 std::string fallback_kernel_name(const FallbackPlan& plan, const ConvParams& p);
 
 }  // namespace trt_fastops::conv

@@ -109,6 +109,7 @@ FallbackKernel forced_kernel(ConvBackend b) {
     case ConvBackend::fallback_gemm: return FallbackKernel::gemm_nhwc;
     case ConvBackend::fallback_direct: return FallbackKernel::direct;
     case ConvBackend::fallback_gather: return FallbackKernel::gemm;
+    case ConvBackend::fallback_depthwise: return FallbackKernel::depthwise;
     default: return FallbackKernel::none;
   }
 }
@@ -242,13 +243,15 @@ const char* conv_backend_name(ConvBackend backend) {
     case ConvBackend::fallback_gemm: return "gemm";
     case ConvBackend::fallback_direct: return "direct";
     case ConvBackend::fallback_gather: return "gather";
+    case ConvBackend::fallback_depthwise: return "depthwise";
   }
   return "invalid";
 }
 
 bool parse_conv_backend(const std::string& name, ConvBackend* backend) {
   for (ConvBackend b : {ConvBackend::automatic, ConvBackend::cudnn, ConvBackend::fallback, ConvBackend::fallback_gemm,
-                        ConvBackend::fallback_direct, ConvBackend::fallback_gather}) {
+                        ConvBackend::fallback_direct, ConvBackend::fallback_gather,
+                        ConvBackend::fallback_depthwise}) {
     if (name == conv_backend_name(b)) {
       *backend = b;
       return true;

@@ -67,9 +67,10 @@ enum class ConvBackend : int32_t {
   fallback_gemm = 3,    // an implicit-GEMM kernel: channels-last where it applies (direct only beyond 65535 groups)
   fallback_direct = 4,  // the direct kernel
   fallback_gather = 5,  // the implicit GEMM gathering from NCHW (the smallest workspace)
+  fallback_depthwise = 6,  // the depthwise kernel (the fallback's own choice where it does not apply)
 };
 
-// "auto", "cudnn", "fallback", "gemm", "direct", "gather".
+// "auto", "cudnn", "fallback", "gemm", "direct", "gather", "depthwise".
 const char* conv_backend_name(ConvBackend backend);
 bool parse_conv_backend(const std::string& name, ConvBackend* backend);
 

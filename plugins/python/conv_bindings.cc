@@ -48,7 +48,8 @@ Activation parse_activation(const std::string& a) {
 ConvBackend parse_backend(const std::string& b) {
   ConvBackend out = ConvBackend::automatic;
   if (!conv::parse_conv_backend(b, &out))
-    throw py::value_error("conv: backend must be 'auto', 'cudnn', 'fallback', 'gemm', 'gather' or 'direct', got '" + b + "'");
+    throw py::value_error("conv: backend must be 'auto', 'cudnn', 'fallback', 'gemm', 'gather', 'direct' or "
+                          "'depthwise', got '" + b + "'");
   return out;
 }
 
@@ -262,8 +263,9 @@ void register_conv_bindings(py::module_& m) {
       "'graph_replay', 'empty', 'cudnn_us', 'fallback_us'}; the last two: planning's median GPU microseconds of\n"
       "cuDNN's chosen plan and of the fallback timed against it (backend 'auto' with autotuning; 0: not timed).\n"
       "A miss may synchronise `stream` and (autotuning) run the convolution, writing y.\n"
-      "backend: 'auto', 'cudnn' (error if cuDNN refuses), 'fallback', 'gemm', 'gather' (NCHW-gather GEMM), 'direct'.\n"
-      "Raises RuntimeError with the launcher's message (e.g. a miss during CUDA-graph capture), ValueError for bad arguments.";
+      "backend: 'auto', 'cudnn' (error if cuDNN refuses), 'fallback', 'gemm', 'gather' (NCHW-gather GEMM), 'direct',\n"
+      "'depthwise' (the fallback's own choice where the depthwise kernel does not apply). Raises RuntimeError\n"
+      "with the launcher's message (e.g. a miss during CUDA-graph capture), ValueError for bad arguments.";
   std::apply([&](auto... a) { m.def("conv_plan", &conv_plan, plan_doc, a...); }, args());
   std::apply(
       [&](auto... a) {

@@ -1,9 +1,9 @@
 """GPU tests of the conv launcher (cuDNN path and trt_fastops' own kernels) through trt_fastops._C.
 
 Every configuration runs through each backend (auto = cuDNN where it accepts, the fallback's own
-choice, the implicit-GEMM kernel (channels-last where it applies), the NCHW-gather GEMM and the
-direct kernel) and is compared element by element with
-a float64 reference computed by torch from the same rounded inputs (scripts/_conv_torch.py:
+choice, the implicit-GEMM kernel (pipelined: channels-last or pointwise where they apply), the
+NCHW-gather GEMM, the direct kernel and the depthwise kernel where it applies) and is compared
+element by element with a float64 reference computed by torch from the same rounded inputs (scripts/_conv_torch.py:
 asymmetric pads by explicit padding, ConvTranspose from the full transposed output). Outputs are
 NaN-filled before each run, so an element nobody writes fails. Also: plan-cache hits, eviction,
 cuDNN execution failure -> fallback, several threads on their own streams, CUDA-graph capture
@@ -91,8 +91,45 @@ CASES = [
     (C("convT_3d", 1, 8, 12, (4, 5, 3), (3, 2, 3), stride=(2, 1, 2), pads_begin=(1, 0, 1), pads_end=(1, 0, 0),
        output_padding=(1, 0, 1), transpose=True), False),
     (C("convT_wide_k", 1, 200, 72, (5, 4), (2, 2), stride=(2, 2), transpose=True, bias=False), False),
+    # Depthwise (c_in == group, 1-D / 2-D Conv): the depthwise kernel under 'fallback' and 'depthwise'
+    # (unrolled 3x3 / 5x5 / 7x7 with stride 1 / 2, generic otherwise). Appended last: tests above
+    # slice CASES by index.
+    (C("dw3x3_w16", 2, 16, 16, (12, 16), (3, 3), group=16, pads_begin=(1, 1), pads_end=(1, 1), activation="relu"),
+     False),
+    (C("dw3x3_w14_nobias", 2, 8, 8, (10, 14), (3, 3), group=8, pads_begin=(1, 1), pads_end=(1, 1), bias=False),
+     False),
+    (C("dw3x3s2", 2, 24, 24, (15, 17), (3, 3), group=24, stride=(2, 2), pads_begin=(1, 1), pads_end=(1, 1),
+       activation="relu"), False),
+    (C("dw3x3_dil2", 2, 16, 16, (13, 12), (3, 3), group=16, dilation=(2, 2), pads_begin=(2, 2), pads_end=(2, 2)),
+     False),
+    (C("dw5x5_asym_crop", 1, 8, 8, (16, 15), (5, 5), group=8, pads_begin=(-1, 2), pads_end=(3, -2),
+       activation="silu"), False),
+    (C("dw3x3_negative_pads", 2, 3, 3, (30, 31), (3, 3), group=3, pads_begin=(-4, -5), pads_end=(-3, -6),
+       activation="relu"), False),
+    (C("dw_mult2", 2, 12, 24, (10, 9), (3, 3), group=12, pads_begin=(1, 1), pads_end=(1, 1), activation="gelu"),
+     False),
+    (C("dw_mult3_5x5s2", 1, 5, 15, (11, 13), (5, 5), group=5, stride=(2, 2), pads_begin=(2, 2), pads_end=(2, 2)),
+     False),
+    (C("dw7x7_56", 1, 3, 3, (56, 56), (7, 7), group=3, pads_begin=(3, 3), pads_end=(3, 3), activation="silu"), False),
+    (C("dw1d", 3, 10, 10, (77,), (5,), group=10, pads_begin=(2,), pads_end=(2,), activation="relu"), False),
+    (C("dw1d_s2_d3_mult2", 2, 6, 12, (101,), (4,), group=6, stride=(2,), dilation=(3,), pads_begin=(4,),
+       pads_end=(1,)), False),
+    (C("dw_odd", 3, 7, 7, (9, 11), (3, 3), group=7, pads_begin=(1, 1), pads_end=(1, 1), activation="gelu"), False),
+    # several tiles along w (column tiles) and along h (row bands)
+    (C("dw3x3_wide_col_tiles", 1, 2, 2, (40, 700), (3, 3), group=2, pads_begin=(1, 1), pads_end=(1, 1),
+       activation="relu"), False),
+    (C("dw1d_long_col_tiles", 1, 3, 3, (5000,), (7,), group=3, pads_begin=(3,), pads_end=(3,)), False),
+    (C("dw5x5_row_bands", 2, 3, 3, (90, 40), (5, 5), group=3, pads_begin=(2, 2), pads_end=(2, 2),
+       activation="silu"), False),
+    (C("dw1x7_rect", 2, 8, 8, (9, 20), (1, 7), group=8, pads_begin=(0, 3), pads_end=(0, 3)), False),
+    (C("dw3x3_s2x1", 1, 4, 8, (20, 19), (3, 3), group=4, stride=(2, 1), pads_begin=(1, 1), pads_end=(1, 1),
+       activation="relu"), False),
+    # many small planes: several planes per tile, tiles crossing image boundaries
+    (C("dw_many_planes_mult2", 5, 61, 122, (7, 7), (3, 3), group=61, pads_begin=(1, 1), pads_end=(1, 1),
+       activation="gelu"), False),
+    (C("dw7x7_many_planes", 6, 37, 37, (7, 7), (7, 7), group=37, pads_begin=(3, 3), pads_end=(3, 3)), False),
 ]
-BACKENDS = ["auto", "fallback", "gemm", "gather", "direct"]
+BACKENDS = ["auto", "fallback", "gemm", "gather", "direct", "depthwise"]
 DTYPES = ["float16", "bfloat16", "float32"]
 
 
@@ -105,6 +142,11 @@ def _cuda_ok():
 def workspaces():
     _cuda_ok()
     return Workspaces(torch)
+
+
+def _depthwise_eligible(case):
+    """What plan_depthwise accepts, for the cases in this file (all small enough to tile)."""
+    return (not case.transpose and case.c_in > 0 and case.c_in == case.group and case.spatial <= 2)
 
 
 def _check(case, dtype, backend, workspaces, seed=0, misalign=()):
@@ -149,6 +191,10 @@ def test_conv_matches_float64(case, cudnn_expected, backend, dtype, workspaces):
                 assert ",split" in kernel, kernel  # one or two CTAs: K is split on any GPU
         elif backend == "gather":
             assert kernel.startswith("gemm_simt<" if dtype == "float32" else "gemm_mma<"), kernel
+        elif _depthwise_eligible(case):  # 'fallback' picks it, 'depthwise' forces it
+            assert kernel.startswith(f"depthwise<{dtype},"), kernel
+        elif backend == "depthwise":  # forced where it does not apply: the fallback's own choice
+            assert not kernel.startswith("depthwise<"), kernel
 
 
 def test_explicit_cudnn_backend_runs_cudnn(workspaces):
@@ -349,6 +395,25 @@ def test_bad_arguments_raise():
         _C.conv_plan("float16", 1, 1, 1, 1, 4, 4, [8, 8], [6, 6], [3, 3], group=3)
     with pytest.raises(RuntimeError, match="output y is null"):
         _C.conv_plan("float16", 1, 1, 0, 1, 4, 4, [8, 8], [6, 6], [3, 3])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_depthwise_misaligned_pointers(dtype, workspaces):
+    # x, w, bias and y one element off: out_w % 4 == 0 would allow 4-element stores of y, the
+    # misaligned y must fall back to scalar ones (16-bit: pairs would be misaligned too).
+    from scripts._conv_torch import alloc
+
+    case = C("dw_misaligned", 2, 12, 24, (9, 16), (3, 3), group=12, pads_begin=(1, 1), pads_end=(1, 1),
+             activation="relu")
+    x, w, b = make_inputs(torch, case, dtype, seed=5, misalign=("x", "w", "bias"))
+    y = alloc(torch, case.y_shape(), getattr(torch, dtype), misalign=True)
+    y.fill_(float("nan"))
+    info = run(torch, _C, case, dtype, x, w, b, y, backend="depthwise", workspaces=workspaces)
+    torch.cuda.synchronize()
+    assert info["fallback_kernel"] == f"depthwise<{dtype},k3s1>", info
+    ratio = max_error_ratio(torch, y, reference(torch, case, x, w, b), reference(torch, case, x, w, b, absolute=True),
+                            dtype)
+    assert ratio <= 1.0, ratio
 
 
 # Issue 3 (H100, 2026-11-22): this case raised a device-side "misaligned address" (sticky: it poisons

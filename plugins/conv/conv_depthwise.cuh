@@ -1,0 +1,425 @@
+// Device code of trt_fastops' depthwise convolution: Conv with one input
+// channel per group (c_in == group), channel multiplier kg = c_out / group,
+// 1-D or 2-D (the geometry's leading depth dim is 1), NCHW, float16 / bfloat16 /
+// float32 with float32 accumulation, bias + activation fused, one rounding.
+// Framework-free; the host side (tiling, launch) is conv_depthwise.cu.
+//
+// These convolutions are memory-bound (9-49 multiply-adds per input element
+// read), so the kernel reads x once from DRAM, in order, and keeps the
+// multiply-adds on registers and shared memory:
+//   - A tile is P consecutive (image, channel) planes x a band of output rows x
+//     a band of output columns (DepthwiseTiling, conv_depthwise.h). Its input
+//     box (every input cell the tile's outputs read, zero outside x) is copied
+//     into shared memory as float32 once, in box order: thread tid copies box
+//     cells tid + k * threads, so a warp's loads are consecutive addresses of a
+//     row and its shared-memory stores consecutive words (no bank conflicts).
+//     Conversion to float32 happens once per cell here, not once per tap.
+//   - Each cell's x offset ("slot") is computed once per CTA into shared memory
+//     and reused for every tile (only when tiles split the width does the box's
+//     column range, and so the slots, change per tile): per tile a load is an
+//     LDS, an add, one unsigned compare (rows, planes and columns outside x were
+//     folded into the slot or into that compare) and a predicated LDG.
+//   - The grid is persistent (at most the resident CTAs) and each CTA loads its
+//     next tile into registers (DW_PREFETCH elements per thread) right after
+//     publishing the current one, so DRAM reads stay in flight during compute.
+//   - Compute: a work item is one output channel's DW_ITEM_COLS adjacent
+//     columns x R rows. Unrolled variants (3x3 / 5x5 / 7x7, stride 1 / 2, no
+//     dilation): the K x K weights sit in registers, each input row of the
+//     item's window is read once as float4s and feeds every output row that
+//     uses it (R = 4 for stride 1 up to 5x5, else 2). Generic variant (any
+//     kernel, stride, dilation): one row, the item's 4 columns strided by the
+//     tile's column-group count so that neighbouring lanes read neighbouring
+//     words; runtime tap loops.
+//   - The tile's P * kg weights and biases (zeros without bias) are prefetched
+//     and staged in shared memory with the box. Channel multiplier: the kg
+//     output channels of a plane are separate items over the same box.
+//   - y is written per item row: one 8/16-byte store where out_w % 4 == 0 and
+//     y is aligned, pairs where out_w is even, else scalars (store_mode).
+// Offsets inside a box, a plane and a tile are 32-bit (plan_depthwise keeps
+// them below 2^30); plane indices and tensor offsets are 64-bit.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "plugins/common/cuda_utils.cuh"
+#include "plugins/conv/conv_activation.cuh"
+#include "plugins/conv/conv_depthwise.h"
+#include "plugins/conv/conv_geometry.h"
+
+namespace trt_fastops::conv {
+
+template <typename T>
+struct DepthwiseArgs {
+  ConvGeometry g;
+  DepthwiseTiling t;
+  const T* x;
+  const T* w;     // [c_out][1][kh][kw]
+  const T* bias;  // [c_out] or null
+  T* y;
+  int store_mode;  // 2: 4 outputs per store, 1: pairs, 0: scalars
+};
+
+// A box cell outside x. Any tile shift (|shift| < 2^30) keeps slot + shift
+// negative, i.e. outside [0, limit) as an unsigned compare.
+constexpr int DW_INVALID_SLOT = -(1 << 30);
+
+// Raw element bits between the global load and the shared-memory store.
+template <typename T>
+struct DwRaw {
+  using type = unsigned short;
+};
+template <>
+struct DwRaw<float> {
+  using type = float;
+};
+
+template <typename T>
+__device__ __forceinline__ typename DwRaw<T>::type dw_load(const T* p, bool pred) {
+  using R = typename DwRaw<T>::type;
+  R v = R(0);
+  if (pred) v = __ldg(reinterpret_cast<const R*>(p));
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ float dw_to_float(typename DwRaw<T>::type r);
+template <>
+__device__ __forceinline__ float dw_to_float<float>(float r) {
+  return r;
+}
+template <>
+__device__ __forceinline__ float dw_to_float<__half>(unsigned short r) {
+  return __half2float(__ushort_as_half(r));
+}
+template <>
+__device__ __forceinline__ float dw_to_float<__nv_bfloat16>(unsigned short r) {
+  return __uint_as_float(static_cast<uint32_t>(r) << 16);  // bf16 is the top half of a float: exact
+}
+
+struct DwTile {
+  int64_t q0;        // first plane (image * c_in + channel)
+  int c0;            // its channel
+  int oh0, ow0;      // first output row / column
+  int ih_lo, iw_lo;  // input row / column of box cell (0, 0)
+};
+
+// Tiles are ordered column tile fastest, then row tile, then plane block, so
+// CTAs running at the same time share halo rows in L2.
+template <int IR>
+__device__ __forceinline__ DwTile dw_tile(const ConvGeometry& g, const DepthwiseTiling& t, int tile) {
+  const int rest = static_cast<int>(t.div_col_tiles.div(static_cast<uint32_t>(tile)));
+  const int ct = tile - rest * t.col_tiles;
+  const int pb = static_cast<int>(t.div_row_tiles.div(static_cast<uint32_t>(rest)));
+  const int rt = rest - pb * t.row_tiles;
+  DwTile d;
+  d.q0 = int64_t(pb) * t.planes;
+  d.c0 = static_cast<int>(d.q0 % g.c_in);
+  d.oh0 = rt * t.tile_rows * IR;
+  d.ow0 = ct * t.tile_cols * DW_ITEM_COLS;
+  d.ih_lo = d.oh0 * g.stride[1] - g.pad[1];
+  d.iw_lo = d.ow0 * g.stride[2] - g.pad[2];
+  return d;
+}
+
+// slots[u] for this thread's box cells u = tid + k * threads: the cell's x
+// offset from (plane q0, row ih_lo), or DW_INVALID_SLOT where it lies outside
+// x along w (or along h when every tile has the same rows); the per-tile check
+// in dw_prefetch covers the rest. Shared memory, not registers (they would
+// cost DW_PREFETCH registers across the compute); only the owning thread
+// writes and reads its slots, so no barrier is involved.
+__device__ __forceinline__ void dw_slots(const ConvGeometry& g, const DepthwiseTiling& t, const DwTile& d, int tid,
+                                         int threads, int* slots) {
+#pragma unroll
+  for (int k = 0; k < DW_PREFETCH; ++k) {
+    const int u = tid + k * threads;
+    if (u < t.box_cells) {
+      const int bp = static_cast<int>(t.div_plane_cells.div(static_cast<uint32_t>(u)));
+      const int rem = u - bp * t.plane_cells;
+      const int br = static_cast<int>(t.div_box_cols.div(static_cast<uint32_t>(rem)));
+      const int iw = d.iw_lo + (rem - br * t.box_cols);
+      const bool col_ok = static_cast<unsigned>(iw) < static_cast<unsigned>(g.in[2]);
+      const bool row_ok = !t.rows_fixed || static_cast<unsigned>(d.ih_lo + br) < static_cast<unsigned>(g.in[1]);
+      slots[u] = col_ok && row_ok ? bp * static_cast<int>(g.in_sp) + br * g.in[2] + iw : DW_INVALID_SLOT;
+    }
+  }
+}
+
+// Issues the tile's loads into registers (zero outside x). slot + shift is the
+// cell's offset from plane q0's first element: inside x exactly when it is in
+// [0, limit), with limit = the planes that exist (whole-plane tiles; rows
+// outside x are already invalid slots) or one plane (row bands: the compare is
+// the row check).
+template <typename T, int N, int NW>
+__device__ __forceinline__ void dw_prefetch(const DepthwiseArgs<T>& a, const DwTile& d, const int* slots,
+                                            typename DwRaw<T>::type (&xv)[N], typename DwRaw<T>::type (&wv)[NW],
+                                            int tid, int threads) {
+  const ConvGeometry& g = a.g;
+  const DepthwiseTiling& t = a.t;
+  const int shift = d.ih_lo * g.in[2];
+  const int64_t planes_left = g.batch * g.c_in - d.q0;
+  const int limit = t.rows_fixed ? static_cast<int>((planes_left < t.planes ? planes_left : t.planes) * g.in_sp)
+                                 : static_cast<int>(g.in_sp);
+  const T* xt = a.x + d.q0 * g.in_sp;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int u = tid + k * threads;
+    const int e = (u < t.box_cells ? slots[u] : DW_INVALID_SLOT) + shift;
+    const bool ok = static_cast<unsigned>(e) < static_cast<unsigned>(limit);
+    xv[k] = dw_load(xt + (ok ? e : 0), ok);
+  }
+  // Weights, then biases (zeros without bias), of channels c0 .. c0 + P - 1
+  // (P <= c_in: wraps to channel 0 at most once).
+  const int64_t w_total = int64_t(g.c_out) * g.ks;
+  const int64_t w0 = int64_t(d.c0) * g.kg * g.ks;
+  const int64_t b0 = int64_t(d.c0) * g.kg - t.weight_cells;
+#pragma unroll
+  for (int k = 0; k < NW; ++k) {
+    const int e = tid + k * threads;
+    const bool is_w = e < t.weight_cells;
+    const bool ok = is_w || (e < t.weight_cells + t.bias_cells && a.bias != nullptr);
+    const int64_t total = is_w ? w_total : int64_t(g.c_out);
+    int64_t i = (is_w ? w0 : b0) + e;
+    if (i >= total) i -= total;
+    wv[k] = dw_load((is_w ? a.w : a.bias) + (ok ? i : 0), ok);
+  }
+}
+
+template <typename T, int N, int NW>
+__device__ __forceinline__ void dw_fill_smem(const DepthwiseTiling& t, const typename DwRaw<T>::type (&xv)[N],
+                                             const typename DwRaw<T>::type (&wv)[NW], float* xs, float* ws, int tid,
+                                             int threads) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int u = tid + k * threads;
+    if (u < t.box_cells) xs[u] = dw_to_float<T>(xv[k]);
+  }
+#pragma unroll
+  for (int k = 0; k < NW; ++k) {
+    const int e = tid + k * threads;
+    if (e < t.weight_cells + t.bias_cells) ws[e] = dw_to_float<T>(wv[k]);
+  }
+}
+
+// Item -> (plane in tile, output channel in group, row group, column group).
+struct DwItem {
+  int bp, j, gr, gc;
+};
+
+__device__ __forceinline__ DwItem dw_item(const ConvGeometry& g, const DepthwiseTiling& t, int it) {
+  DwItem r;
+  const int rest0 = static_cast<int>(t.div_tile_cols.div(static_cast<uint32_t>(it)));
+  r.gc = it - rest0 * t.tile_cols;
+  const int rest1 = static_cast<int>(t.div_tile_rows.div(static_cast<uint32_t>(rest0)));
+  r.gr = rest0 - rest1 * t.tile_rows;
+  r.bp = static_cast<int>(t.div_kg.div(static_cast<uint32_t>(rest1)));
+  r.j = rest1 - r.bp * g.kg;
+  return r;
+}
+
+__device__ __forceinline__ float dw_bias(const ConvGeometry& g, const DepthwiseTiling& t, const float* ws,
+                                        const DwItem& item) {
+  return ws[t.weight_cells + item.bp * g.kg + item.j];
+}
+
+// Four adjacent outputs (n of them inside the row), rounded once.
+template <typename T>
+__device__ __forceinline__ void dw_store4(T* p, const float (&v)[4], int n, int mode) {
+  if (n >= 4 && mode == 2) {
+    if constexpr (sizeof(T) == 4) {
+      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+      *reinterpret_cast<uint2*>(p) = make_uint2(Word<T>::from_float(v), Word<T>::from_float(v + 2));
+    }
+  } else if (n >= 4 && mode == 1) {
+    if constexpr (sizeof(T) == 4) {
+      reinterpret_cast<float2*>(p)[0] = make_float2(v[0], v[1]);
+      reinterpret_cast<float2*>(p)[1] = make_float2(v[2], v[3]);
+    } else {
+      reinterpret_cast<uint32_t*>(p)[0] = Word<T>::from_float(v);
+      reinterpret_cast<uint32_t*>(p)[1] = Word<T>::from_float(v + 2);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (e < n) p[e] = from_float<T>(v[e]);
+  }
+}
+
+// n floats from a 16-byte aligned shared-memory address: float4s, then a
+// float2 and / or a float for the tail.
+template <int N>
+__device__ __forceinline__ void dw_load_window(const float* p, float (&win)[N]) {
+#pragma unroll
+  for (int m = 0; m + 4 <= N; m += 4) {
+    const float4 f = *reinterpret_cast<const float4*>(p + m);
+    win[m + 0] = f.x;
+    win[m + 1] = f.y;
+    win[m + 2] = f.z;
+    win[m + 3] = f.w;
+  }
+  constexpr int M = N / 4 * 4;
+  if constexpr (N - M >= 2) {
+    const float2 f = *reinterpret_cast<const float2*>(p + M);
+    win[M] = f.x;
+    win[M + 1] = f.y;
+  }
+  if constexpr ((N - M) % 2 == 1) win[N - 1] = p[N - 1];
+}
+
+// Unrolled K x K, stride S, no dilation: item = R rows x 4 adjacent columns.
+template <typename T, int K, int S>
+__device__ __forceinline__ void dw_compute_unrolled(const DepthwiseArgs<T>& a, const DwTile& d, const float* xs,
+                                                    const float* ws, int tid, int threads) {
+  constexpr int V = DW_ITEM_COLS;
+  constexpr int R = dw_item_rows(K, S);
+  constexpr int NR = (R - 1) * S + K;   // input rows of an item
+  constexpr int NW = (V - 1) * S + K;   // input columns of an item row
+  const ConvGeometry& g = a.g;
+  const DepthwiseTiling& t = a.t;
+  const int64_t planes = g.batch * g.c_in;
+  const int out_h = g.out[1], out_w = g.out[2];
+  for (int it = tid; it < t.items; it += threads) {
+    const DwItem item = dw_item(g, t, it);
+    const int64_t q = d.q0 + item.bp;
+    const int oh_b = d.oh0 + item.gr * R;
+    const int ow_b = d.ow0 + item.gc * V;
+    if (q >= planes || oh_b >= out_h || ow_b >= out_w) continue;
+    const float* src = xs + item.bp * t.plane_cells + item.gr * (R * S) * t.box_cols + item.gc * (V * S);
+    const float* wsrc = ws + (item.bp * g.kg + item.j) * (K * K);
+    float wr[K * K];
+#pragma unroll
+    for (int i = 0; i < K * K; ++i) wr[i] = wsrc[i];
+    float acc[R][V];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int v = 0; v < V; ++v) acc[r][v] = 0.f;
+#pragma unroll
+    for (int i = 0; i < NR; ++i) {
+      float win[NW];
+      dw_load_window<NW>(src + i * t.box_cols, win);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int kh = i - r * S;
+        if (kh < 0 || kh >= K) continue;
+#pragma unroll
+        for (int kw = 0; kw < K; ++kw)
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[r][v] = fmaf(win[v * S + kw], wr[kh * K + kw], acc[r][v]);
+      }
+    }
+    const float b = dw_bias(g, t, ws, item);
+    T* yp = a.y + (q * g.kg + item.j) * g.out_sp + ow_b;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int oh = oh_b + r;
+      if (oh >= out_h) break;
+      float v[V];
+#pragma unroll
+      for (int e = 0; e < V; ++e) v[e] = apply_activation(acc[r][e] + b, g.activation);
+      dw_store4<T>(yp + int64_t(oh) * out_w, v, out_w - ow_b, a.store_mode);
+    }
+  }
+}
+
+// Any kernel / stride / dilation: item = one row, columns gc + tile_cols * v.
+template <typename T>
+__device__ __forceinline__ void dw_compute_generic(const DepthwiseArgs<T>& a, const DwTile& d, const float* xs,
+                                                   const float* ws, int tid, int threads) {
+  constexpr int V = DW_ITEM_COLS;
+  const ConvGeometry& g = a.g;
+  const DepthwiseTiling& t = a.t;
+  const int64_t planes = g.batch * g.c_in;
+  const int out_h = g.out[1], out_w = g.out[2];
+  const int kh_n = g.kernel[1], kw_n = g.kernel[2];
+  const int row_step = g.dilation[1] * t.box_cols;
+  const int col_step = g.dilation[2];
+  const int v_step = t.tile_cols * g.stride[2];
+  for (int it = tid; it < t.items; it += threads) {
+    const DwItem item = dw_item(g, t, it);
+    const int64_t q = d.q0 + item.bp;
+    const int oh = d.oh0 + item.gr;
+    const int ow = d.ow0 + item.gc;
+    if (q >= planes || oh >= out_h || ow >= out_w) continue;
+    const float* src = xs + item.bp * t.plane_cells + item.gr * g.stride[1] * t.box_cols + item.gc * g.stride[2];
+    const float* wsrc = ws + (item.bp * g.kg + item.j) * g.ks;
+    float acc[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = 0.f;
+    for (int kh = 0; kh < kh_n; ++kh) {
+      const float* row = src + kh * row_step;
+      const float* wrow = wsrc + kh * kw_n;
+      for (int kw = 0; kw < kw_n; ++kw) {
+        const float wv = wrow[kw];
+        const float* p = row + kw * col_step;
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[v] = fmaf(p[v * v_step], wv, acc[v]);
+      }
+    }
+    const float b = dw_bias(g, t, ws, item);
+    T* yp = a.y + (q * g.kg + item.j) * g.out_sp + int64_t(oh) * out_w;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int c = ow + v * t.tile_cols;
+      if (c < out_w) yp[c] = from_float<T>(apply_activation(acc[v] + b, g.activation));
+    }
+  }
+}
+
+// Register budget: the unrolled variants keep an item's window rows, K x K
+// weights and R x 4 accumulators live for ILP on top of the DW_PREFETCH
+// prefetch registers (up to 128 registers: 2 CTAs of 256 threads per SM, whose
+// prefetches keep ~16 KB of 16-bit input in flight per SM); the generic
+// variant fits 80 (3 CTAs).
+constexpr int dw_min_blocks(int k) { return k == 0 ? 3 : 2; }
+
+// K == 0: the generic variant (S unused). Dynamic shared memory
+// (DepthwiseTiling::smem_bytes, dw_smem_floats): box_cells floats of input,
+// weight_cells + bias_cells floats of weights and biases (padded to 4),
+// box_cells int slots.
+template <typename T, int K, int S>
+__global__ void __launch_bounds__(DW_MAX_THREADS, dw_min_blocks(K)) conv_depthwise_kernel(const DepthwiseArgs<T> a) {
+  using Raw = typename DwRaw<T>::type;
+  constexpr int IR = dw_item_rows(K, S);
+  extern __shared__ float4 dw_smem[];
+  float* xs = reinterpret_cast<float*>(dw_smem);
+  float* ws = xs + a.t.box_cells;
+  int* slots = reinterpret_cast<int*>(ws + dw_round4(a.t.weight_cells + a.t.bias_cells));
+  const int tid = threadIdx.x;
+  const int threads = blockDim.x;
+  int tile = blockIdx.x;
+  if (tile >= a.t.tiles) return;
+
+  DwTile cur = dw_tile<IR>(a.g, a.t, tile);
+  dw_slots(a.g, a.t, cur, tid, threads, slots);
+  Raw xv[DW_PREFETCH];
+  Raw wv[DW_WEIGHT_PREFETCH];
+  dw_prefetch(a, cur, slots, xv, wv, tid, threads);
+  for (;;) {
+    __syncthreads();  // the previous tile's compute is done with shared memory
+    dw_fill_smem<T>(a.t, xv, wv, xs, ws, tid, threads);
+    __syncthreads();
+    const int64_t next = int64_t(tile) + gridDim.x;
+    const bool more = next < a.t.tiles;
+    DwTile nxt = cur;
+    if (more) {
+      nxt = dw_tile<IR>(a.g, a.t, static_cast<int>(next));
+      if (!a.t.cols_fixed) dw_slots(a.g, a.t, nxt, tid, threads, slots);
+      dw_prefetch(a, nxt, slots, xv, wv, tid, threads);
+    }
+    if constexpr (K == 0) {
+      dw_compute_generic(a, cur, xs, ws, tid, threads);
+    } else {
+      dw_compute_unrolled<T, K, S>(a, cur, xs, ws, tid, threads);
+    }
+    if (!more) break;
+    tile = static_cast<int>(next);
+    cur = nxt;
+  }
+}
+
+}  // namespace trt_fastops::conv
