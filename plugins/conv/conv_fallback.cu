@@ -337,8 +337,10 @@ cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* wo
       constexpr bool WIDE16 = sizeof(T) == 2;
       const int64_t packed = int64_t(g.group) * g.kg_pad * g.kgemm_pad;
       if (packed > 0) {
-        conv_pack_weights_kernel<T, TR, WIDE16>
-            <<<blocks_for(packed), kThreads, 0, stream>>>(g, a.w, static_cast<T*>(workspace));
+        const dim3 pgrid = WIDE16 ? dim3(static_cast<unsigned>(std::min<int64_t>((g.kgemm_pad + kThreads - 1) / kThreads, 64)),
+                                         static_cast<unsigned>(std::min<int64_t>(int64_t(g.group) * g.kg_pad, kMaxGridYZ)))
+                                  : dim3(blocks_for(packed));
+        conv_pack_weights_kernel<T, TR, WIDE16><<<pgrid, kThreads, 0, stream>>>(g, a.w, static_cast<T*>(workspace));
         const cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return err;
       }

@@ -97,38 +97,39 @@ __device__ __forceinline__ int row_base(int o, int stride, int pad) {
 // with k = tap * cg + c. Source layouts: Conv w[g*kg + j][c][tap],
 // ConvTranspose w[g*cg + c][j][tap].
 
+// Weight of packed element (group grp, output channel j, depth k) or 0 beyond kg / kgemm.
+template <typename T, bool TRANSPOSE>
+__device__ __forceinline__ T packed_weight(const ConvGeometry& g, const T* __restrict__ w, int64_t grp, int j, int k) {
+  if (j >= g.kg || k >= g.kgemm) return from_float<T>(0.f);
+  const int tap = static_cast<int>(g.div_cg.div(static_cast<uint32_t>(k)));
+  const int c = k - tap * g.cg;
+  const int64_t src = TRANSPOSE ? ((grp * g.cg + c) * g.kg + j) * g.ks + tap : ((grp * g.kg + j) * g.cg + c) * g.ks + tap;
+  return w[src];
+}
+
+// K_MAJOR: packed rows (grp, j) along grid.y, k along x (no 64-bit division
+// per element: this runs on every call, before the GEMM). Else one flat
+// grid-stride loop.
 template <typename T, bool TRANSPOSE, bool K_MAJOR>
 __global__ void __launch_bounds__(256) conv_pack_weights_kernel(ConvGeometry g, const T* __restrict__ w,
                                                                 T* __restrict__ wp) {
-  const int64_t total = int64_t(g.group) * g.kg_pad * g.kgemm_pad;
-  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    int k, j;
-    int64_t grp;
-    if constexpr (K_MAJOR) {
-      k = static_cast<int>(idx % g.kgemm_pad);
-      const int64_t t = idx / g.kgemm_pad;
-      j = static_cast<int>(t % g.kg_pad);
-      grp = t / g.kg_pad;
-    } else {
-      j = static_cast<int>(idx % g.kg_pad);
+  if constexpr (K_MAJOR) {
+    const int64_t rows = int64_t(g.group) * g.kg_pad;
+    for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+      const int64_t grp = row / g.kg_pad;
+      const int j = static_cast<int>(row - grp * g.kg_pad);
+      T* dst = wp + row * g.kgemm_pad;
+      for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < g.kgemm_pad; k += gridDim.x * blockDim.x)
+        dst[k] = packed_weight<T, TRANSPOSE>(g, w, grp, j, k);
+    }
+  } else {
+    const int64_t total = int64_t(g.group) * g.kg_pad * g.kgemm_pad;
+    for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+         idx += int64_t(gridDim.x) * blockDim.x) {
+      const int j = static_cast<int>(idx % g.kg_pad);
       const int64_t t = idx / g.kg_pad;
-      k = static_cast<int>(t % g.kgemm_pad);
-      grp = t / g.kgemm_pad;
+      wp[idx] = packed_weight<T, TRANSPOSE>(g, w, t / g.kgemm_pad, j, static_cast<int>(t % g.kgemm_pad));
     }
-    T v = from_float<T>(0.f);
-    if (j < g.kg && k < g.kgemm) {
-      const int tap = k / g.cg;
-      const int c = k - tap * g.cg;
-      int64_t src;
-      if constexpr (!TRANSPOSE) {
-        src = ((grp * g.kg + j) * g.cg + c) * g.ks + tap;
-      } else {
-        src = ((grp * g.cg + c) * g.kg + j) * g.ks + tap;
-      }
-      v = w[src];
-    }
-    wp[idx] = v;
   }
 }
 
