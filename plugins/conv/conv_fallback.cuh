@@ -344,6 +344,32 @@ struct MmaSmem {
   static constexpr int BYTES = PIPE_BYTES > C_BYTES ? PIPE_BYTES : C_BYTES;
 };
 
+// One k16 step of a warp's 32-column slice: B fragments from Bs[n][k] (rows of
+// B_STRIDE elements) by ldmatrix, then acc[mt][nt] += af[mt] x B (m16n8k16).
+template <typename T, int MT, int B_STRIDE>
+__device__ __forceinline__ void mma_warp_k16(float (&acc)[MT][4][4], const uint32_t (&af)[MT][4],
+                                             const uint16_t* b_st, int warp_n, int kk, int lane) {
+  const int lq = lane >> 3;  // ldmatrix: which 8x8 matrix this lane addresses
+  const int lr = lane & 7;   // and which of its rows
+  uint32_t bf[4][2];
+#pragma unroll
+  for (int np = 0; np < 2; ++np) {
+    // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
+    const int n = warp_n * 32 + np * 16 + lr + (lq >> 1) * 8;
+    const int k = kk + (lq & 1) * 8;
+    uint32_t r[4];
+    ldmatrix_x4(r, b_st + n * B_STRIDE + k);
+    bf[2 * np][0] = r[0];
+    bf[2 * np][1] = r[1];
+    bf[2 * np + 1][0] = r[2];
+    bf[2 * np + 1][1] = r[3];
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) mma_16816<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+}
+
 // Epilogue of the tensor-core kernels: acc (the m16n8k16 accumulators of a
 // warp tile WM x 32 at (warp_m, warp_n)) + bias, activation in float32, one
 // rounding, staged as cs[n][m] in shared memory (the caller is done with it),
@@ -478,23 +504,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, BN == 128 ? 1 : 2) conv_gemm_mma
         const int m = warp_m * WM + mt * 16 + (lq & 1) * 8;
         ldmatrix_x4_trans(af[mt], a_st + k * MMA_AS_STRIDE + m);
       }
-      uint32_t bf[NT][2];
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
-        const int n = warp_n * 32 + np * 16 + lr + (lq >> 1) * 8;
-        const int k = kk + (lq & 1) * 8;
-        uint32_t r[4];
-        ldmatrix_x4(r, b_st + n * MMA_BS_STRIDE + k);
-        bf[2 * np][0] = r[0];
-        bf[2 * np][1] = r[1];
-        bf[2 * np + 1][0] = r[2];
-        bf[2 * np + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma_16816<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+      mma_warp_k16<T, MT, MMA_BS_STRIDE>(acc, af, b_st, warp_n, kk, lane);
     }
     if (more) {
       store_a(stage ^ 1);
@@ -744,23 +754,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2)
           ldmatrix_x4(af[mt], a_st + m * ASYNC_KSTRIDE + k);
         }
       }
-      uint32_t bf[NT][2];
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
-        const int n = warp_n * 32 + np * 16 + lr + (lq >> 1) * 8;
-        const int k = kk + (lq & 1) * 8;
-        uint32_t r[4];
-        ldmatrix_x4(r, b_st + n * ASYNC_KSTRIDE + k);
-        bf[2 * np][0] = r[0];
-        bf[2 * np][1] = r[1];
-        bf[2 * np + 1][0] = r[2];
-        bf[2 * np + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma_16816<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+      mma_warp_k16<T, MT, ASYNC_KSTRIDE>(acc, af, b_st, warp_n, kk, lane);
     }
   }
   cp_async_wait_all();
