@@ -90,6 +90,40 @@ __device__ __forceinline__ int row_base(int o, int stride, int pad) {
   return TRANSPOSE ? o + pad : o * stride - pad;
 }
 
+// Output row m (< 2^63) of the GEMM: its image, and per spatial dim the base
+// position row_base gives (o*stride - pad, or o + pad for ConvTranspose).
+template <bool TRANSPOSE>
+__device__ __forceinline__ int64_t decode_row(const ConvGeometry& g, int64_t m, int& bd, int& bh, int& bw) {
+  const int64_t image = image_of(g, m);
+  const int pos = static_cast<int>(m - image * g.out_sp);
+  const int ow = pos % g.out[2];
+  const int t = pos / g.out[2];
+  const int oh = t % g.out[1];
+  const int od = t / g.out[1];
+  bd = row_base<TRANSPOSE>(od, g.stride[0], g.pad[0]);
+  bh = row_base<TRANSPOSE>(oh, g.stride[1], g.pad[1]);
+  bw = row_base<TRANSPOSE>(ow, g.stride[2], g.pad[2]);
+  return image;
+}
+
+// GEMM depth k = tap * cg + c: the input channel and the tap's dilated
+// offsets along [d, h, w].
+struct KTap {
+  int c;
+  int off[3];
+};
+__device__ __forceinline__ KTap decode_k(const ConvGeometry& g, int k) {
+  const int tap = static_cast<int>(g.div_cg.div(static_cast<uint32_t>(k)));
+  const int q = static_cast<int>(g.div_kw.div(static_cast<uint32_t>(tap)));
+  const int kd = static_cast<int>(g.div_kh.div(static_cast<uint32_t>(q)));
+  KTap t;
+  t.c = k - tap * g.cg;
+  t.off[0] = kd * g.dilation[0];
+  t.off[1] = (q - kd * g.kernel[1]) * g.dilation[1];
+  t.off[2] = (tap - q * g.kernel[2]) * g.dilation[2];
+  return t;
+}
+
 // ---------------------------------------------------------------------------
 // Weight packing. Packed layouts (zero beyond kg / kgemm):
 //   K_MAJOR (tensor-core kernels): wp[g][j < kg_pad][k < kgemm_pad]
@@ -247,15 +281,7 @@ __device__ __forceinline__ void setup_a_rows(const ConvGeometry& g, int64_t m0, 
     const int64_t m = m0 + lane + 32 * i;
     r.valid[i] = m < g.m_total;
     const int64_t mm = r.valid[i] ? m : 0;
-    const int64_t image = image_of(g, mm);
-    const int pos = static_cast<int>(mm - image * g.out_sp);
-    const int ow = pos % g.out[2];
-    const int t = pos / g.out[2];
-    const int oh = t % g.out[1];
-    const int od = t / g.out[1];
-    r.bd[i] = row_base<TRANSPOSE>(od, g.stride[0], g.pad[0]);
-    r.bh[i] = row_base<TRANSPOSE>(oh, g.stride[1], g.pad[1]);
-    r.bw[i] = row_base<TRANSPOSE>(ow, g.stride[2], g.pad[2]);
+    const int64_t image = decode_row<TRANSPOSE>(g, mm, r.bd[i], r.bh[i], r.bw[i]);
     r.xoff[i] = (image * g.c_in + int64_t(grp) * g.cg) * g.in_sp;
   }
 }
@@ -270,21 +296,13 @@ __device__ __forceinline__ void load_a_tile(const ConvGeometry& g, const E* __re
   for (int j = 0; j < KROWS; ++j) {
     const int k = kt * BK + warp + GEMM_WARPS * j;
     const bool kvalid = k < g.kgemm;
-    const int tap = static_cast<int>(g.div_cg.div(static_cast<uint32_t>(k)));
-    const int c = k - tap * g.cg;
-    const int q = static_cast<int>(g.div_kw.div(static_cast<uint32_t>(tap)));
-    const int kw = tap - q * g.kernel[2];
-    const int kd = static_cast<int>(g.div_kh.div(static_cast<uint32_t>(q)));
-    const int kh = q - kd * g.kernel[1];
-    const int off_d = kd * g.dilation[0];
-    const int off_h = kh * g.dilation[1];
-    const int off_w = kw * g.dilation[2];
-    const int64_t coff = int64_t(c) * g.in_sp;
+    const KTap tp = decode_k(g, k);
+    const int64_t coff = int64_t(tp.c) * g.in_sp;
 #pragma unroll
     for (int i = 0; i < A_ROWS; ++i) {
-      const int id = input_pos<TRANSPOSE>(r.bd[i], off_d, g.in[0], g.div_sd, g.stride[0]);
-      const int ih = input_pos<TRANSPOSE>(r.bh[i], off_h, g.in[1], g.div_sh, g.stride[1]);
-      const int iw = input_pos<TRANSPOSE>(r.bw[i], off_w, g.in[2], g.div_sw, g.stride[2]);
+      const int id = input_pos<TRANSPOSE>(r.bd[i], tp.off[0], g.in[0], g.div_sd, g.stride[0]);
+      const int ih = input_pos<TRANSPOSE>(r.bh[i], tp.off[1], g.in[1], g.div_sh, g.stride[1]);
+      const int iw = input_pos<TRANSPOSE>(r.bw[i], tp.off[2], g.in[2], g.div_sw, g.stride[2]);
       const bool ok = kvalid && r.valid[i] && (id | ih | iw) >= 0;
       const E* p = x + r.xoff[i] + coff + (id * g.in[1] + ih) * g.in[2] + iw;
       v[j][i] = ok ? __ldg(p) : E(0);
@@ -370,6 +388,28 @@ __device__ __forceinline__ void mma_warp_k16(float (&acc)[MT][4][4], const uint3
     for (int nt = 0; nt < 4; ++nt) mma_16816<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
 }
 
+// Writes a warp's accumulators (warp tile WM x 32 of the CTA's 128 x BN tile)
+// to shared memory as cs[n][m] (rows of STRIDE elements): cs = f(value, nt, e)
+// for the n8 tile nt and column e of the thread's pair.
+template <int MT, int WM, int STRIDE, typename E, typename F>
+__device__ __forceinline__ void stage_acc(const float (&acc)[MT][4][4], E* cs, int warp, int lane, F&& f) {
+  constexpr int WARPS_M = GEMM_BM / WM;
+  const int warp_m = warp % WARPS_M;
+  const int warp_n = warp / WARPS_M;
+  const int gid = lane >> 2;  // row group of the accumulator layout
+  const int tig = lane & 3;   // thread in group
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          cs[(warp_n * 32 + nt * 8 + tig * 2 + e) * STRIDE + warp_m * WM + mt * 16 + gid + h * 8] =
+              f(acc[mt][nt][h * 2 + e], nt, e);
+}
+
 // Epilogue of the tensor-core kernels: acc (the m16n8k16 accumulators of a
 // warp tile WM x 32 at (warp_m, warp_n)) + bias, activation in float32, one
 // rounding, staged as cs[n][m] in shared memory (the caller is done with it),
@@ -377,12 +417,9 @@ __device__ __forceinline__ void mma_warp_k16(float (&acc)[MT][4][4], const uint3
 template <typename T, int BN, int MT, int WM>
 __device__ __forceinline__ void store_mma_tile(const ConvArgs<T>& a, const float (&acc)[MT][4][4], T* cs,
                                                int64_t m0, int n0, int grp, int warp, int lane) {
-  constexpr int WARPS_M = GEMM_BM / WM;
   const ConvGeometry& g = a.g;
-  const int warp_m = warp % WARPS_M;
-  const int warp_n = warp / WARPS_M;
-  const int gid = lane >> 2;  // row group of the accumulator layout
-  const int tig = lane & 3;   // thread in group
+  const int warp_n = warp / (GEMM_BM / WM);
+  const int tig = lane & 3;  // thread in group: its columns are tig * 2 + e
   float b[4][2];
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
@@ -392,16 +429,9 @@ __device__ __forceinline__ void store_mma_tile(const ConvArgs<T>& a, const float
       b[nt][e] = a.bias != nullptr && j < g.kg ? to_float(__ldg(a.bias + int64_t(grp) * g.kg + j)) : 0.f;
     }
   with_activation(g.activation, [&](auto ACT) {
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            cs[(warp_n * 32 + nt * 8 + tig * 2 + e) * MMA_CS_STRIDE + warp_m * WM + mt * 16 + gid + h * 8] =
-                from_float<T>(activation_of<ACT.value>(acc[mt][nt][h * 2 + e] + b[nt][e]));
+    stage_acc<MT, WM, MMA_CS_STRIDE>(acc, cs, warp, lane, [&](float v, int nt, int e) {
+      return from_float<T>(activation_of<ACT.value>(v + b[nt][e]));
+    });
   });
   __syncthreads();
   store_c_tile<T, BN, MMA_CS_STRIDE>(g, cs, a.y, m0, n0, grp, warp, lane);
@@ -440,13 +470,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, BN == 128 ? 1 : 2) conv_gemm_mma
   ARows rows;
   setup_a_rows<TRANSPOSE>(g, m0, lane, grp, rows);
 
-  float acc[MT][NT][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+  float acc[MT][NT][4] = {};
 
   uint16_t av[KROWS][A_ROWS];
   auto store_a = [&](int stage) {
@@ -655,16 +679,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2)
       const int64_t m = m0 + arow + A_STEP * i;
       mvalid[i] = m < g.m_total;
       const int64_t mm = mvalid[i] ? m : 0;
-      const int64_t image = image_of(g, mm);
-      const int pos = static_cast<int>(mm - image * g.out_sp);
-      const int ow = pos % g.out[2];
-      const int t = pos / g.out[2];
-      const int oh = t % g.out[1];
-      const int od = t / g.out[1];
-      bd[i] = row_base<TRANSPOSE>(od, g.stride[0], g.pad[0]);
-      bh[i] = row_base<TRANSPOSE>(oh, g.stride[1], g.pad[1]);
-      bw[i] = row_base<TRANSPOSE>(ow, g.stride[2], g.pad[2]);
-      pix[i] = image * g.in_sp;
+      pix[i] = decode_row<TRANSPOSE>(g, mm, bd[i], bh[i], bw[i]) * g.in_sp;
     }
   }
   const int64_t group_c = int64_t(grp) * g.cg;
@@ -682,17 +697,13 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2)
     } else {
       const int k = kt * BK + kc * 8;
       const bool kvalid = k < g.kgemm;
-      const int tap = static_cast<int>(g.div_cg.div(static_cast<uint32_t>(k)));
-      const int c = k - tap * g.cg;
-      const int q = static_cast<int>(g.div_kw.div(static_cast<uint32_t>(tap)));
-      const int kw = tap - q * g.kernel[2];
-      const int kd = static_cast<int>(g.div_kh.div(static_cast<uint32_t>(q)));
-      const int kh = q - kd * g.kernel[1];
+      const KTap tp = decode_k(g, k);
+      const int c = tp.c;
 #pragma unroll
       for (int i = 0; i < A_CHUNKS; ++i) {
-        const int id = input_pos<TRANSPOSE>(bd[i], kd * g.dilation[0], g.in[0], g.div_sd, g.stride[0]);
-        const int ih = input_pos<TRANSPOSE>(bh[i], kh * g.dilation[1], g.in[1], g.div_sh, g.stride[1]);
-        const int iw = input_pos<TRANSPOSE>(bw[i], kw * g.dilation[2], g.in[2], g.div_sw, g.stride[2]);
+        const int id = input_pos<TRANSPOSE>(bd[i], tp.off[0], g.in[0], g.div_sd, g.stride[0]);
+        const int ih = input_pos<TRANSPOSE>(bh[i], tp.off[1], g.in[1], g.div_sh, g.stride[1]);
+        const int iw = input_pos<TRANSPOSE>(bw[i], tp.off[2], g.in[2], g.div_sw, g.stride[2]);
         const bool ok = kvalid && mvalid[i] && (id | ih | iw) >= 0;
         const int64_t pixel = pix[i] + (int64_t(id) * g.in[1] + ih) * g.in[2] + iw;
         cp_async_16_zfill(a_stage + (arow + A_STEP * i) * ASYNC_KSTRIDE + kc * 8,
@@ -709,13 +720,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2)
     }
   };
 
-  float acc[MT][NT][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+  float acc[MT][NT][4] = {};
 
   const int ktiles = (g.kgemm + BK - 1) / BK;
   const int kt_begin = split.partial != nullptr ? split_id * split.kt_per_split : 0;
@@ -765,18 +770,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 2)
   }
   // Split: the raw float32 sums, staged as cs[n][m] and written along m.
   float* cs = reinterpret_cast<float*>(smem);
-  const int gid = lane >> 2;
-  const int tig = lane & 3;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 2; ++e)
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          cs[(warp_n * 32 + nt * 8 + tig * 2 + e) * SPLIT_CS_STRIDE + warp_m * WM + mt * 16 + gid + h * 8] =
-              acc[mt][nt][h * 2 + e];
+  stage_acc<MT, WM, SPLIT_CS_STRIDE>(acc, cs, warp, lane, [](float v, int, int) { return v; });
   __syncthreads();
   float* out = split.partial + (int64_t(split_id) * g.c_out + int64_t(grp) * g.kg) * g.m_total;
   for (int row = warp; row < BN; row += GEMM_WARPS) {
