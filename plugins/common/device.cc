@@ -26,6 +26,16 @@ Status cuda_device_info(int index, DeviceInfo* info) {
   return Status::ok();
 }
 
+int current_device_sms() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return sms;
+}
+
 int cuda_runtime_version() { return CUDART_VERSION; }
 
 }  // namespace trt_fastops

@@ -21,6 +21,10 @@ struct DeviceInfo {
 
 Status cuda_device_info(int index, DeviceInfo* info);
 
+// Multiprocessors of the current device, or 0 when it cannot be asked (the
+// query's error is cleared so the next launch does not inherit it).
+int current_device_sms();
+
 // CUDA runtime version the kernel library was linked with (e.g. 13000).
 int cuda_runtime_version();
 

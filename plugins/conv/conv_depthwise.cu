@@ -13,6 +13,7 @@
 #include <string>
 
 #include "plugins/common/cuda_utils.cuh"
+#include "plugins/common/device.h"
 #include "plugins/common/dispatch.cuh"
 #include "plugins/common/dtype.h"
 #include "plugins/conv/conv_depthwise.cuh"
@@ -55,14 +56,9 @@ auto with_kernel(int variant, F&& f) {
   });
 }
 
-int current_device_sms() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 1) {
-    cudaGetLastError();  // a failed query must not surface as the next launch's error
-    return kDefaultSms;
-  }
-  return sms;
+int device_sms_or_default() {
+  const int sms = current_device_sms();
+  return sms >= 1 ? sms : kDefaultSms;
 }
 
 struct Choice {
@@ -116,7 +112,7 @@ bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling*
   // Candidates: tile_rows row groups per tile (all of a plane, then P planes
   // per tile, or a band) x CTA size; cost = waves x instructions of one tile,
   // with instructions per thread ~ item rounds x item work + box cells x load work.
-  const int sms = current_device_sms();
+  const int sms = device_sms_or_default();
   const bool unrolled = variant != DW_GENERIC;
   const double item_cost =
       unrolled ? double(ir * ic * kh * kw) + double((ir - 1) * sh + kh) * double(ceil_div((ic - 1) * sw + kw, 4)) +

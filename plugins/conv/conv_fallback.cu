@@ -15,6 +15,7 @@
 #include <string>
 
 #include "plugins/common/cuda_utils.cuh"
+#include "plugins/common/device.h"
 #include "plugins/common/dispatch.cuh"
 #include "plugins/common/smem_optin.h"
 #include "plugins/conv/conv_fallback.cuh"
@@ -57,17 +58,6 @@ bool pointwise_applies(const ConvParams& p, const ConvGeometry& g) {
   return true;
 }
 
-// Multiprocessors of the current device, 0 when it cannot be asked.
-int current_sm_count() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky; the launch path reports real errors
-    return 0;
-  }
-  return sms;
-}
-
 // Split-K for grids that leave most SMs idle (at most one CTA per two SMs):
 // up to kMaxSplits splits of at least kMinSplitTiles k tiles each, aiming at
 // two CTAs per SM. Measured on the H100 (bench/NOTES-conv.md): with 52 CTAs
@@ -78,7 +68,7 @@ constexpr int kMinSplitTiles = 8;
 void choose_split(FallbackPlan* plan) {
   const ConvGeometry& g = plan->geom;
   const int64_t ctas = (g.m_total + GEMM_BM - 1) / GEMM_BM * (g.kg_pad / plan->bn) * g.group;
-  const int64_t sms = current_sm_count();
+  const int64_t sms = current_device_sms();
   const int64_t slots = 2 * sms;
   const int ktiles = (g.kgemm + ASYNC_BK - 1) / ASYNC_BK;
   if (ctas <= 0 || 2 * ctas > sms) return;
