@@ -17,6 +17,7 @@
 #include "plugins/attention/attention.h"
 #include "plugins/attention/attention_kernels.cuh"
 #include "plugins/common/dispatch.cuh"
+#include "plugins/common/smem_optin.h"
 #include "plugins/common/status.h"
 
 namespace trt_fastops::attention {
@@ -127,16 +128,9 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
   LaunchDevice dev;
   if (const cudaError_t err = current_launch_device(&dev); err != cudaSuccess) return err;
   // Opting into more than 48 KiB of dynamic shared memory is per kernel and device.
-  static std::atomic<bool> smem_ready[MAX_DEVICES];
-  if constexpr (CFG::SMEM_BYTES > 48 * 1024) {
-    const bool cached = dev.index >= 0 && dev.index < MAX_DEVICES;
-    if (!cached || !smem_ready[dev.index].load(std::memory_order_acquire)) {
-      const cudaError_t err =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, CFG::SMEM_BYTES);
-      if (err != cudaSuccess) return err;
-      if (cached) smem_ready[dev.index].store(true, std::memory_order_release);
-    }
-  }
+  static std::atomic<uint64_t> smem_ready{0};
+  if (const cudaError_t err = allow_dynamic_smem(kernel, CFG::SMEM_BYTES, smem_ready, dev.index); err != cudaSuccess)
+    return err;
   int64_t blocks = int64_t(a.m_blocks) * a.bh_count;
   if constexpr (CFG::PERSISTENT) {
     // One resident CTA per SM walks the tiles (persistent_tile). Causal tiles

@@ -10,14 +10,16 @@
 
 namespace trt_fastops {
 
-// Sets kernel's cudaFuncAttributeMaxDynamicSharedMemorySize to `bytes` on the
-// current device unless `done` (one bit per device, one atomic per kernel
-// instantiation and size) says it already was. Devices past 63 set it every time.
+// Sets kernel's cudaFuncAttributeMaxDynamicSharedMemorySize to `bytes` on
+// `device` (the current device; < 0: ask the runtime) unless `done` (one bit
+// per device, one atomic per kernel instantiation) says it already was.
+// Devices past 63 set it every time; 48 KiB or less needs no opt-in.
 template <typename Kernel>
-cudaError_t allow_dynamic_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& done) {
+cudaError_t allow_dynamic_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& done, int device = -1) {
   if (bytes <= 48 * 1024) return cudaSuccess;
-  int device = -1;
-  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+  if (device < 0) {
+    if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+  }
   const bool cacheable = device >= 0 && device < 64;
   const uint64_t bit = cacheable ? uint64_t(1) << device : 0;
   if (cacheable && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;

@@ -25,6 +25,7 @@
 
 #include "plugins/common/cuda_utils.cuh"
 #include "plugins/common/dispatch.cuh"
+#include "plugins/common/smem_optin.h"
 #include "plugins/norm/norm.h"
 #include "plugins/norm/norm_kernels.cuh"
 
@@ -159,22 +160,6 @@ NormArgs<T> make_args(const NormParams& p) {
   return a;
 }
 
-// Lets `kernel` use up to the device's opt-in shared memory, once per device
-// (`done` holds one bit per device, per kernel instantiation). Setting the
-// maximum rather than this launch's size keeps concurrent launches from
-// lowering each other's limit.
-template <typename Kernel>
-cudaError_t allow_optin_smem(Kernel kernel, std::atomic<uint64_t>& done, int device, int optin_smem) {
-  const bool cacheable = device >= 0 && device < 64;
-  const uint64_t bit = cacheable ? uint64_t(1) << device : 0;
-  if (cacheable && (done.load(std::memory_order_acquire) & bit)) return cudaSuccess;
-  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               optin_smem - kStaticSmemReserve);
-  if (err != cudaSuccess) return err;
-  if (cacheable) done.fetch_or(bit, std::memory_order_acq_rel);
-  return cudaSuccess;
-}
-
 cudaError_t launch_plan(const NormParams& p, const Plan& plan, cudaStream_t stream, int device,
                         int optin_smem) {
   return dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
@@ -199,8 +184,10 @@ cudaError_t launch_plan(const NormParams& p, const Plan& plan, cudaStream_t stre
             auto* kernel = norm_generic_kernel<T, BLOCK.value, CACHE.value>;
             if constexpr (CACHE.value) {
               if (plan.smem > size_t(kDefaultSmem)) {
+                // The device's whole opt-in, not this launch's size: concurrent
+                // launches never lower each other's limit.
                 static std::atomic<uint64_t> done{0};
-                const cudaError_t err = allow_optin_smem(kernel, done, device, optin_smem);
+                const cudaError_t err = allow_dynamic_smem(kernel, optin_smem - kStaticSmemReserve, done, device);
                 if (err != cudaSuccess) return err;
               }
             }
