@@ -86,8 +86,10 @@ def _delta(after, before):
 class Runner:
     """One signature on one stream: x, w, b fixed tensors (contents may change), y chosen per call."""
 
-    def __init__(self, case, dtype, stream, seed=0, backend="auto"):
-        self.case, self.dtype, self.stream, self.backend = case, dtype, stream, backend
+    def __init__(self, case, dtype, seed=0, backend="auto", stream=None):
+        _cuda_ok()  # skips the test without CUDA
+        self.stream = stream if stream is not None else torch.cuda.Stream()
+        self.case, self.dtype, self.backend = case, dtype, backend
         self.x, self.w, self.b = make_inputs(torch, case, dtype, seed=seed)
         self.ws = Workspaces(torch)
         self.buf = None
@@ -134,9 +136,7 @@ def _contents(runner, k):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", REPLAY_CASES, ids=[c.name for c in REPLAY_CASES])
 def test_graph_replay_bitwise_equals_direct(case, dtype, monkeypatch):
-    _cuda_ok()
-    stream = torch.cuda.Stream()
-    r = Runner(case, dtype, stream, seed=5)
+    r = Runner(case, dtype, seed=5)
     contents = _contents(r, 3)
     ys = [r.new_y() for _ in range(2)]          # alternated: each gets a graph on its 2nd use
     many = [r.new_y() for _ in range(PACK_SLOTS + 2)]  # cycled: more pointer sets than slots
@@ -214,7 +214,7 @@ def _replay_case(monkeypatch, dtype="float16"):
     cache fresh; skips when none does (test_some_plans_replay fails then)."""
     for case in REPLAY_CASES:
         _fresh(monkeypatch, autotune="0", replay="1")
-        r = Runner(case, dtype, torch.cuda.Stream(), seed=9)
+        r = Runner(case, dtype, seed=9)
         info = r.plan(r.new_y())
         if info["cudnn"] and info["graph_replay"]:
             _fresh(monkeypatch, autotune="0", replay="1")
@@ -227,7 +227,7 @@ def test_some_plans_replay(monkeypatch):
     infos = {}
     for case in REPLAY_CASES:
         _fresh(monkeypatch, autotune="0", replay="1")
-        r = Runner(case, "float16", torch.cuda.Stream(), seed=1)
+        r = Runner(case, "float16", seed=1)
         infos[case.name] = r.plan(r.new_y())
     replaying = [n for n, i in infos.items() if i["cudnn"] and i["graph_replay"]]
     print({n: (i["description"], i["graph_replay"]) for n, i in infos.items()})
@@ -319,9 +319,7 @@ def _us(text):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", TUNING_CASES, ids=[c.name for c in TUNING_CASES])
 def test_autotune_picks_faster_of_fused_and_plain(case, dtype, monkeypatch):
-    _cuda_ok()
-    stream = torch.cuda.Stream()
-    r = Runner(case, dtype, stream, seed=3)
+    r = Runner(case, dtype, seed=3)
     _fresh(monkeypatch, autotune="1", replay="1", candidates="4")
     y = r.new_y()
     info = r.plan(y)
@@ -350,10 +348,8 @@ def test_autotune_picks_faster_of_fused_and_plain(case, dtype, monkeypatch):
 
 @pytest.mark.parametrize("candidates", ["0", "1"])
 def test_candidates_zero_or_one_means_heuristics_first(candidates, monkeypatch):
-    _cuda_ok()
     case = TUNING_CASES[1]
-    stream = torch.cuda.Stream()
-    r = Runner(case, "float16", stream, seed=4)
+    r = Runner(case, "float16", seed=4)
     _fresh(monkeypatch, autotune="1", replay="1", candidates=candidates)
     y = r.new_y()
     info = r.plan(y)
@@ -387,8 +383,7 @@ def _fallback_workspace(r, y, kernel):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", RACE_CASES, ids=[c.name for c in RACE_CASES])
 def test_autotune_keeps_the_faster_of_cudnn_and_fallback(case, dtype, monkeypatch):
-    _cuda_ok()
-    r = Runner(case, dtype, torch.cuda.Stream(), seed=6)
+    r = Runner(case, dtype, seed=6)
     _fresh(monkeypatch, autotune="1", replay="1", candidates="4", time_fallback="1")
     y = r.new_y()
     info = r.plan(y)
@@ -419,9 +414,8 @@ def test_autotune_keeps_the_faster_of_cudnn_and_fallback(case, dtype, monkeypatc
 
 
 def test_time_fallback_disabled_by_environment(monkeypatch):
-    _cuda_ok()
     case = RACE_CASES[1]
-    r = Runner(case, "float16", torch.cuda.Stream(), seed=7)
+    r = Runner(case, "float16", seed=7)
     _fresh(monkeypatch, autotune="1", replay="1", candidates="4", time_fallback="0")
     y = r.new_y()
     info = r.plan(y)
@@ -441,9 +435,8 @@ def test_time_fallback_disabled_by_environment(monkeypatch):
 
 
 def test_forced_cudnn_backend_never_races_the_fallback(monkeypatch):
-    _cuda_ok()
     case = RACE_CASES[0]
-    r = Runner(case, "float16", torch.cuda.Stream(), seed=8, backend="cudnn")
+    r = Runner(case, "float16", seed=8, backend="cudnn")
     _fresh(monkeypatch, autotune="1", replay="1", candidates="4", time_fallback="1")
     y = r.new_y()
     info = r.plan(y)
@@ -454,9 +447,8 @@ def test_forced_cudnn_backend_never_races_the_fallback(monkeypatch):
 
 @pytest.mark.parametrize("candidates", ["0", "1"])
 def test_sole_candidate_is_timed_against_the_fallback(candidates, monkeypatch):
-    _cuda_ok()
     case = TUNING_CASES[1]
-    r = Runner(case, "float16", torch.cuda.Stream(), seed=4)
+    r = Runner(case, "float16", seed=4)
     _fresh(monkeypatch, autotune="1", replay="1", candidates=candidates, time_fallback="1")
     y = r.new_y()
     info = r.plan(y)
