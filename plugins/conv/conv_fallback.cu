@@ -49,8 +49,9 @@ unsigned blocks_for(int64_t total) {
 
 bool is_async_gemm(FallbackKernel k) { return k == FallbackKernel::gemm_nhwc || k == FallbackKernel::gemm_pointwise; }
 
-// 1x1, stride 1, unpadded (so in == out), positions in whole 16-byte chunks of
-// one image, x 16-byte aligned: A comes straight from NCHW x.
+// 1x1, stride 1, unpadded (pad_begin 0, and in == out rules out a pad_end),
+// positions in whole 16-byte chunks of one image, x 16-byte aligned: A comes
+// straight from NCHW x.
 bool pointwise_applies(const ConvParams& p, const ConvGeometry& g) {
   if (p.transpose || g.ks != 1 || g.out_sp % 8 != 0 || !is_aligned(p.x, 16)) return false;
   for (int d = 0; d < 3; ++d)
