@@ -221,15 +221,19 @@ HOST_PREFILL_US = 20_000
 
 
 def host_forward_us(torch, _C, timer, call) -> tuple:
-    """(median host us per call, cuDNN graph launches during the measured calls)."""
+    """(median host us per call, CUDA-graph launches (cuDNN's or the fallback's) during the measured calls)."""
+    def graph_launches():
+        s = _C.conv_cache_stats()
+        return s["graph_launches"] + s["fallback_graph_launches"]
+
     samples = []
-    launches = _C.conv_cache_stats()["graph_launches"]
+    launches = graph_launches()
     for _ in range(HOST_BATCHES):
         torch.cuda._sleep(int(HOST_PREFILL_US * timer.cycles_per_us))
         samples.append(_C.conv_forward_overhead_us(**call, iters=HOST_ITERS))
         torch.cuda.synchronize()
     # conv_forward_overhead_us runs one prepare (no execution) before its timed loop
-    return statistics.median(samples), _C.conv_cache_stats()["graph_launches"] - launches
+    return statistics.median(samples), graph_launches() - launches
 
 
 def run_case(torch, _C, timer, group, case, dtype, stream_ptr, with_fallback) -> dict:
@@ -357,12 +361,15 @@ def host_summary(rows: list) -> str:
     met = sum(1 for x in v if x < TARGET_HOST_US)
     cudnn_rows = [r for r in rows if r.get("auto_cudnn")]  # the automatic path ran cuDNN
     replayed = sum(1 for r in cudnn_rows if r.get("host_graph_launches", 0) >= r.get("host_calls", 1))
+    ours = [r for r in rows if r.get("auto_cudnn") is False]
+    ours_replayed = sum(1 for r in ours if r.get("host_graph_launches", 0) >= r.get("host_calls", 1))
     picked_fallback = sum(1 for r in rows if r.get("auto_cudnn") is False)
     return (f"host cost of a plan-cache hit (target < {TARGET_HOST_US} us per call for conv_prepare + conv_run):\n"
             f"  conv_prepare alone (key + LRU lookup):           {prep}\n"
             f"  conv_prepare + conv_run (automatic path):        {run}; {met} of {len(v)} rows under target\n"
             f"  conv_prepare + conv_run (our kernels, no cuDNN): {fb}\n"
-            f"  cuDNN rows whose measured calls were all CUDA-graph launches: {replayed} of {len(cudnn_rows)}\n"
+            f"  rows whose measured calls were all CUDA-graph launches: cuDNN {replayed} of {len(cudnn_rows)}, "
+            f"our kernels {ours_replayed} of {len(ours)}\n"
             f"  rows where the automatic path runs our kernel (timed faster than cuDNN's best, or cuDNN "
             f"refused): {picked_fallback} of {len(rows)}")
 

@@ -14,7 +14,8 @@ def test_cache_stats_keys():
     s = _C.conv_cache_stats()
     for key in ("hits", "misses", "insertions", "replacements", "evictions", "size", "capacity", "cudnn_plans",
                 "fallback_plans", "exec_failures", "capture_misses", "graph_launches", "graph_captures",
-                "graph_failures", "capturing_executions", "cudnn_compiled", "cudnn_available", "cudnn_version",
+                "graph_failures", "capturing_executions", "fallback_graph_launches", "fallback_graph_captures",
+                "fallback_graph_failures", "cudnn_compiled", "cudnn_available", "cudnn_version",
                 "cudnn_status"):
         assert key in s, key
     assert s["capacity"] >= 1
@@ -32,6 +33,7 @@ def test_capacity_and_clear():
         _C.conv_cache_reset_stats()
         assert _C.conv_cache_stats()["size"] == 0 and _C.conv_cache_stats()["hits"] == 0
         assert _C.conv_cache_stats()["graph_launches"] == 0
+        assert _C.conv_cache_stats()["fallback_graph_launches"] == 0
     finally:
         _C.conv_cache_set_capacity(old)
 

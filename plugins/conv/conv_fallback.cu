@@ -63,20 +63,37 @@ bool pointwise_applies(const ConvParams& p, const ConvGeometry& g) {
 // up to kMaxSplits splits of at least kMinSplitTiles k tiles each, aiming at
 // two CTAs per SM. Measured on the H100 (bench/NOTES-conv.md): with 52 CTAs
 // four splits halve the time; with 98-196 CTAs two or three splits lose
-// more to the partial sums' traffic than they gain.
+// more to the partial sums' traffic than they gain. requested > 0: that many
+// splits instead (an autotuning variant; 1 = none), as K's k tiles allow.
 constexpr int kMaxSplits = 4;
 constexpr int kMinSplitTiles = 8;
-void choose_split(FallbackPlan* plan) {
+int64_t gemm_ctas(const FallbackPlan& plan) {
+  const ConvGeometry& g = plan.geom;
+  return (g.m_total + GEMM_BM - 1) / GEMM_BM * (g.kg_pad / plan.bn) * g.group;
+}
+int k_tiles(const ConvGeometry& g) { return (g.kgemm + ASYNC_BK - 1) / ASYNC_BK; }
+void choose_split(FallbackPlan* plan, int requested) {
   const ConvGeometry& g = plan->geom;
-  const int64_t ctas = (g.m_total + GEMM_BM - 1) / GEMM_BM * (g.kg_pad / plan->bn) * g.group;
-  const int64_t sms = current_device_sms();
-  const int64_t slots = 2 * sms;
-  const int ktiles = (g.kgemm + ASYNC_BK - 1) / ASYNC_BK;
-  if (ctas <= 0 || 2 * ctas > sms) return;
-  int splits = static_cast<int>(std::min<int64_t>({(slots + ctas - 1) / ctas, kMaxSplits, ktiles / kMinSplitTiles}));
+  const int64_t ctas = gemm_ctas(*plan);
+  const int ktiles = k_tiles(g);
+  int splits = requested;
+  if (requested <= 0) {
+    const int64_t sms = current_device_sms();
+    if (ctas <= 0 || 2 * ctas > sms) return;
+    splits = static_cast<int>(std::min<int64_t>({(2 * sms + ctas - 1) / ctas, kMaxSplits, ktiles / kMinSplitTiles}));
+  }
+  splits = std::min(splits, ktiles);
   if (splits < 2 || int64_t(g.group) * splits > kMaxGridYZ) return;
   plan->kt_per_split = (ktiles + splits - 1) / splits;
   plan->splits = (ktiles + plan->kt_per_split - 1) / plan->kt_per_split;  // none empty
+}
+
+// Tensor-core GEMMs read weights as wp[g][j < kg_pad][k < kgemm_pad]: a 1x1
+// Conv's w[g * kg + j][c] is exactly that when no padding is needed, so it
+// is read in place (no packing kernel, no workspace for it).
+bool weights_as_packed(const ConvParams& p, const ConvGeometry& g, int bn, int bk) {
+  return p.dtype != DType::f32 && !p.transpose && g.ks == 1 && g.kg % bn == 0 && g.kgemm % bk == 0 &&
+         is_aligned(p.w, 16);
 }
 
 // [channels-last copy of x,] conv_gemm_async_kernel [, split-K finalize]; the
@@ -228,7 +245,7 @@ Status check_conv_params(const ConvParams& p, ConvGeometry* geom) {
   return Status::ok();
 }
 
-Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* plan) {
+Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* plan, FallbackVariant variant) {
   FallbackPlan out;
   TRT_FASTOPS_RETURN_IF_ERROR(check_conv_params(p, &out.geom));
   if (conv_output_empty(p)) {
@@ -246,7 +263,7 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
     force = FallbackKernel::none;  // depthwise forced where it does not apply: the usual choice
   }
   const bool wide16 = p.dtype != DType::f32;
-  const int bn = wide16 && g.kg > 64 ? 128 : 64;
+  int bn = wide16 && g.kg > 64 ? 128 : 64;
   const int bk = wide16 ? MMA_BK : SIMT_BK;
   static_assert(MMA_BK == ASYNC_BK, "both tensor-core kernels read the same packed weights");
   const int64_t kg_pad = round_up(g.kg, bn);
@@ -277,19 +294,21 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
       out.kernel = FallbackKernel::gemm_nhwc;
     }
   }
+  if (is_async_gemm(out.kernel) && (variant.bn == 64 || variant.bn == 128)) bn = variant.bn;
   out.bn = wide16 ? bn : SIMT_BN;
   g.kg_pad = static_cast<int>(round_up(g.kg, out.bn));
   g.kgemm_pad = static_cast<int>(round_up(g.kgemm, bk));
   const int64_t elems = mul_below(mul_below(g.group, g.kg_pad, int64_t(1) << 62), g.kgemm_pad, int64_t(1) << 60);
   if (elems < 0) return Status::errorf(conv_op_name(p), ": packed weights too large");
-  // Workspace: packed weights [| channels-last x] [| split-K partials], 256-byte aligned parts.
-  size_t bytes = static_cast<size_t>(elems * dtype_size(p.dtype));
+  out.packed = !weights_as_packed(p, g, out.bn, bk);
+  // Workspace: [packed weights |] [channels-last x |] [split-K partials], 256-byte aligned parts.
+  size_t bytes = out.packed ? static_cast<size_t>(elems * dtype_size(p.dtype)) : 0;
   if (out.kernel == FallbackKernel::gemm_nhwc) {
     out.xt_offset = static_cast<size_t>(round_up(static_cast<int64_t>(bytes), 256));
     bytes = out.xt_offset + static_cast<size_t>(x_numel(g) * dtype_size(p.dtype));
   }
   if (is_async_gemm(out.kernel)) {
-    choose_split(&out);
+    choose_split(&out, variant.splits);
     if (out.splits > 1) {
       out.partial_offset = static_cast<size_t>(round_up(static_cast<int64_t>(bytes), 256));
       bytes = out.partial_offset + size_t(out.splits) * g.c_out * size_t(g.m_total) * sizeof(float);
@@ -298,6 +317,32 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
   out.workspace = bytes;
   *plan = out;
   return Status::ok();
+}
+
+std::vector<FallbackVariant> fallback_variants(const FallbackPlan& plan) {
+  std::vector<FallbackVariant> out;
+  if (!is_async_gemm(plan.kernel)) return out;
+  const ConvGeometry& g = plan.geom;
+  // 64-wide tiles double the CTAs (more of them per SM, or a fuller last
+  // wave); 128 is the default only above 64 output channels per group.
+  const int bns[2] = {plan.bn, g.kg > 64 ? (plan.bn == 128 ? 64 : 128) : plan.bn};
+  const int ktiles = k_tiles(g);
+  for (int b = 0; b < (bns[1] != bns[0] ? 2 : 1); ++b) {
+    FallbackPlan shape = plan;
+    shape.bn = bns[b];
+    shape.geom.kg_pad = static_cast<int>(round_up(g.kg, shape.bn));
+    const int64_t ctas = gemm_ctas(shape);
+    for (int splits : {1, 2, 3, 4}) {
+      if (b == 0 && splits == plan.splits) continue;  // the plan itself
+      // Splits only where CTAs fill less than two waves, each split keeping
+      // enough k tiles to amortise its prologue and partial-sum traffic.
+      if (splits > 1 && (ctas * splits > 4 * int64_t(current_device_sms()) || ktiles / splits < kMinSplitTiles ||
+                         int64_t(g.group) * splits > kMaxGridYZ))
+        continue;
+      out.push_back({bns[b], splits});
+    }
+  }
+  return out;
 }
 
 cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* workspace, cudaStream_t stream) {
@@ -313,7 +358,7 @@ cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* wo
     a.g = g;
     a.x = static_cast<const T*>(p.x);
     a.w = static_cast<const T*>(p.w);
-    a.wp = static_cast<const T*>(workspace);
+    a.wp = plan.packed ? static_cast<const T*>(workspace) : static_cast<const T*>(p.w);
     a.bias = static_cast<const T*>(p.bias);
     a.y = static_cast<T*>(p.y);
     return dispatch_bool(p.transpose, [&](auto TRANSPOSE) -> cudaError_t {
@@ -326,7 +371,7 @@ cudaError_t run_fallback(const FallbackPlan& plan, const ConvParams& p, void* wo
       }
       if (plan.kernel != FallbackKernel::gemm && !is_async_gemm(plan.kernel)) return cudaErrorInvalidValue;
       constexpr bool WIDE16 = sizeof(T) == 2;
-      const int64_t packed = int64_t(g.group) * g.kg_pad * g.kgemm_pad;
+      const int64_t packed = plan.packed ? int64_t(g.group) * g.kg_pad * g.kgemm_pad : 0;
       if (packed > 0) {
         const dim3 pgrid = WIDE16 ? dim3(static_cast<unsigned>(std::min<int64_t>((g.kgemm_pad + kThreads - 1) / kThreads, 64)),
                                          static_cast<unsigned>(std::min<int64_t>(int64_t(g.group) * g.kg_pad, kMaxGridYZ)))

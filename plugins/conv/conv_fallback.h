@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -33,6 +34,8 @@ struct FallbackPlan {
   int splits = 1;         // pipelined GEMMs: split-K factor for grids too small for the GPU
   int kt_per_split = 0;   // k tiles (of 32) per split
   size_t partial_offset = 0;  // splits > 1: float32 partial sums [splits][c_out][m] in the workspace
+  bool packed = false;    // GEMMs: weights repacked into the workspace per call (else read from w as
+                          // they are: a 1x1 Conv whose w already has the packed layout, see weights_as_packed)
   ConvGeometry geom{};
   DepthwiseTiling depthwise{};  // kernel == depthwise
 };
@@ -57,7 +60,20 @@ bool conv_output_empty(const ConvParams& p);
 // gemm is the choice with the smallest workspace (packed weights only).
 // Pipelined GEMMs whose grid would leave most SMs of the current device idle
 // split K (workspace for float32 partial sums).
-Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* plan);
+// variant: the tile width and split-K factor of a pipelined GEMM instead of
+// the planner's own (0: its own; ignored by the other kernels), for
+// autotuning (fallback_variants).
+struct FallbackVariant {
+  int bn = 0;      // 64 or 128
+  int splits = 0;  // 1: no split-K; n > 1: n splits (fewer when K has fewer k tiles)
+};
+Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* plan, FallbackVariant variant = {});
+
+// The variants worth timing against the plan plan_fallback chose (itself not
+// included): the other tile width and other split-K factors of a pipelined
+// GEMM; none for the other kernels. The best depends on how the grid fills
+// the SMs, which a model cannot tell well enough (bench/NOTES-conv.md).
+std::vector<FallbackVariant> fallback_variants(const FallbackPlan& plan);
 
 // Enqueues the plan for p's pointers. workspace: plan.workspace bytes,
 // 16-byte aligned (may be null when plan.workspace == 0). Never synchronises,

@@ -10,11 +10,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "plugins/common/cuda_status.h"
 #include "plugins/common/cuda_utils.cuh"
 #include "plugins/conv/conv_cudnn.h"
 #include "plugins/conv/conv_fallback.h"
+#include "plugins/conv/conv_replay.h"
 #include "plugins/conv/conv_timing.h"
 #include "plugins/conv/plan_cache.h"
 
@@ -27,9 +29,11 @@ struct ConvPlan {
   std::shared_ptr<const CudnnPlan> cudnn;    // set when cuDNN runs it
   bool separate_epilogue = false;            // info only: the CudnnPlan runs its own epilogue
   bool graph_replay = false;                 // info only: cuDNN hits may replay a CUDA graph
+  std::shared_ptr<LaunchReplay> replay;      // the fallback's graphs (null: its launches run directly)
   size_t workspace = 0;                      // max(cuDNN's, fallback's); the fallback's when it runs alone
   double cudnn_us = 0;                       // planning's median GPU times (0: not timed)
   double fallback_us = 0;
+  int fallback_timed = 0;                    // variants of the fallback timed (the fastest kept)
   std::string description;
   std::string fallback_kernel;
   std::string cudnn_refusal;
@@ -114,21 +118,38 @@ FallbackKernel forced_kernel(ConvBackend b) {
   }
 }
 
-// Times plan's fallback on p's buffers (with its own workspace, on `stream`)
-// with the harness that timed cuDNN's candidates, and makes plan a fallback
-// plan when that is faster than cuDNN's chosen plan (plan->cudnn_us). A
-// fallback that fails here just does not win (its error surfaces when it
-// runs); a harness failure (allocation, synchronisation) keeps cuDNN and is
+// Times plan's fallback and its variants (fallback_variants: tile widths,
+// split-K factors) on p's buffers, with their own workspace, on `stream`,
+// with the harness that timed cuDNN's candidates, and keeps the fastest in
+// plan->fallback, its time in plan->fallback_us. A variant that fails here
+// just does not win (the chosen one's error surfaces when it runs); a
+// harness failure (allocation, synchronisation) leaves fallback_us 0 and is
 // named in the description (a sticky CUDA error surfaces at the next call).
-void time_fallback_against_cudnn(const ConvParams& p, cudaStream_t stream, ConvPlan* plan) {
+Status tune_fallback(const ConvParams& p, FallbackKernel force, cudaStream_t stream, ConvPlan* plan) {
+  std::vector<FallbackPlan> candidates{plan->fallback};
+  for (const FallbackVariant& v : fallback_variants(plan->fallback)) {
+    FallbackPlan alt;
+    TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(p, force, &alt, v));
+    candidates.push_back(alt);
+  }
+  size_t bytes = 0;
+  for (const FallbackPlan& c : candidates) bytes = std::max(bytes, c.workspace);
   void* ws = nullptr;
   Status st = Status::ok();
-  if (plan->fallback.workspace > 0)  // cudaMalloc: 256-byte aligned, as run_fallback needs (16)
-    st = cuda_status(cudaMalloc(&ws, plan->fallback.workspace), "cudaMalloc (fallback timing workspace)");
-  float us = -1.f;
+  if (bytes > 0)  // cudaMalloc: 256-byte aligned, as run_fallback needs (16)
+    st = cuda_status(cudaMalloc(&ws, bytes), "cudaMalloc (fallback timing workspace)");
+  float best = -1.f;
+  size_t best_i = 0;
   if (st.is_ok()) {
     CallTimer timer;
-    st = timer.time(stream, [&] { return run_fallback(plan->fallback, p, ws, stream) == cudaSuccess; }, &us);
+    for (size_t i = 0; i < candidates.size() && st.is_ok(); ++i) {
+      float us = -1.f;
+      st = timer.time(stream, [&] { return run_fallback(candidates[i], p, ws, stream) == cudaSuccess; }, &us);
+      if (st.is_ok() && us >= 0.f && (best < 0.f || us < best)) {
+        best = us;
+        best_i = i;
+      }
+    }
   }
   if (ws != nullptr) {
     const Status fst = cuda_status(cudaFree(ws), "cudaFree (fallback timing workspace)");
@@ -137,18 +158,36 @@ void time_fallback_against_cudnn(const ConvParams& p, cudaStream_t stream, ConvP
   if (!st.is_ok()) {
     cudaGetLastError();  // reported in the description; the next call must not inherit it
     plan->description += "; fallback " + plan->fallback_kernel + " not timed: " + st.message();
-    return;
+    return Status::ok();
   }
-  if (us < 0.f) {
+  if (best < 0.f) {
     plan->description += "; fallback " + plan->fallback_kernel + " failed when timed";
-    return;
+    return Status::ok();
   }
-  plan->fallback_us = us;
+  plan->fallback = candidates[best_i];
+  plan->fallback_kernel = fallback_kernel_name(plan->fallback, p);
+  plan->fallback_us = best;
+  plan->fallback_timed = static_cast<int>(candidates.size());
+  return Status::ok();
+}
+
+// "gemm_nhwc<float16,bn64,split2> (best of 6 variants) 41.0 us": the tuned fallback.
+std::string timed_fallback(const ConvPlan& plan) {
+  std::string s = plan.fallback_kernel;
+  if (plan.fallback_timed > 1) s += " (best of " + std::to_string(plan.fallback_timed) + " variants)";
+  return s + " " + format_us(plan.fallback_us);
+}
+
+// After tune_fallback: makes plan a fallback plan when its time beats cuDNN's
+// chosen plan (plan->cudnn_us).
+void race_fallback_against_cudnn(ConvPlan* plan) {
+  if (plan->fallback_us <= 0) return;
   // Strictly faster: a tie keeps cuDNN (its hits replay CUDA graphs).
   if (plan->fallback_us < plan->cudnn_us) {
     plan->description = "fallback " + plan->fallback_kernel + " (faster than cuDNN's best: " +
-                        format_us(plan->fallback_us) + " vs " + format_us(plan->cudnn_us) + ", " + plan->description +
-                        ")";
+                        format_us(plan->fallback_us) + " vs " + format_us(plan->cudnn_us) +
+                        (plan->fallback_timed > 1 ? ", best of " + std::to_string(plan->fallback_timed) + " variants" : "") +
+                        ", " + plan->description + ")";
     plan->cudnn_refusal = "slower than trt_fastops' kernel " + plan->fallback_kernel + " (" +
                           format_us(plan->cudnn_us) + " vs " + format_us(plan->fallback_us) + ")";
     plan->cudnn.reset();
@@ -156,7 +195,7 @@ void time_fallback_against_cudnn(const ConvParams& p, cudaStream_t stream, ConvP
     plan->graph_replay = false;
     plan->workspace = plan->fallback.workspace;
   } else {
-    plan->description += "; fallback " + plan->fallback_kernel + " " + format_us(plan->fallback_us);
+    plan->description += "; fallback " + timed_fallback(*plan);
   }
 }
 
@@ -164,7 +203,8 @@ Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, 
                   std::shared_ptr<ConvPlan>* out) {
   auto plan = std::make_shared<ConvPlan>();
   plan->key = key;
-  TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(p, forced_kernel(backend), &plan->fallback));
+  const FallbackKernel force = forced_kernel(backend);
+  TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(p, force, &plan->fallback));
   plan->empty = plan->fallback.kernel == FallbackKernel::none;
   plan->fallback_kernel = fallback_kernel_name(plan->fallback, p);
   plan->workspace = plan->fallback.workspace;
@@ -173,8 +213,8 @@ Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, 
     *out = std::move(plan);
     return Status::ok();
   }
+  CudnnPlanOptions options = cudnn_options_from_env();
   if (backend == ConvBackend::automatic || backend == ConvBackend::cudnn) {
-    CudnnPlanOptions options = cudnn_options_from_env();
     // Automatic + autotuning: cuDNN's choice races trt_fastops' kernel.
     const bool race = backend == ConvBackend::automatic && options.autotune &&
                       env_flag("TRT_FASTOPS_CONV_TIME_FALLBACK", true);
@@ -188,7 +228,10 @@ Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, 
       plan->workspace = std::max(plan->workspace, r.workspace);
       plan->cudnn_us = r.time_us;
       plan->description = "cudnn " + r.description;
-      if (race && plan->cudnn_us > 0) time_fallback_against_cudnn(p, stream, plan.get());
+      if (race && plan->cudnn_us > 0) {
+        TRT_FASTOPS_RETURN_IF_ERROR(tune_fallback(p, force, stream, plan.get()));
+        race_fallback_against_cudnn(plan.get());
+      }
       // cuDNN kept: its backup only runs after a cuDNN failure, so the kernel
       // needing only packed weights keeps the workspace near cuDNN's (no
       // channels-last x, no split-K partials).
@@ -210,8 +253,19 @@ Status build_plan(const ConvParams& p, const ConvKey& key, ConvBackend backend, 
   } else {
     plan->cudnn_refusal = std::string("backend '") + conv_backend_name(backend) + "' requested";
   }
-  // (A fallback that won the race against cuDNN already says so.)
-  if (!plan->cudnn && plan->fallback_us == 0) plan->description = "fallback " + plan->fallback_kernel;
+  if (!plan->cudnn) {
+    // Our kernel runs on its own choice ('auto', 'fallback'; forced kernels
+    // stay as forced): with autotuning its variants are timed, unless the race
+    // already did.
+    const bool own_choice = backend == ConvBackend::automatic || backend == ConvBackend::fallback;
+    if (own_choice && options.autotune && plan->fallback_us == 0 && !fallback_variants(plan->fallback).empty())
+      TRT_FASTOPS_RETURN_IF_ERROR(tune_fallback(p, force, stream, plan.get()));
+    plan->workspace = plan->fallback.workspace;
+    if (options.graph_replay) plan->replay = std::make_shared<LaunchReplay>();
+    // (A fallback that won the race against cuDNN already says so.)
+    if (plan->cudnn_us == 0)
+      plan->description = "fallback " + (plan->fallback_us > 0 ? timed_fallback(*plan) : plan->fallback_kernel);
+  }
   *out = std::move(plan);
   return Status::ok();
 }
@@ -222,16 +276,26 @@ Status conv_workspace_bound(const ConvParams& p, size_t cudnn_budget, size_t* by
   if (bytes == nullptr) return Status::errorf(conv_op_name(p), ": conv_workspace_bound needs a bytes output");
   *bytes = 0;
   // plan_fallback's checks refuse null data pointers but its choice never
-  // reads them: 16-byte aligned stand-ins (the alignment real buffers get)
-  // let it plan from the sizes alone.
-  ConvParams sizes = p;
-  const void* stand_in = reinterpret_cast<const void*>(uintptr_t{256});
-  sizes.x = sizes.w = stand_in;
-  if (sizes.bias != nullptr) sizes.bias = stand_in;
-  sizes.y = const_cast<void*>(stand_in);
-  FallbackPlan plan;
-  TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(sizes, FallbackKernel::none, &plan));
-  *bytes = std::max(plan.workspace, cudnn_budget);
+  // reads them: stand-ins let it plan from the sizes alone. Alignment changes
+  // the choice (16-byte aligned buffers read in place, others copied), so the
+  // bound covers both, and every variant autotuning may pick.
+  size_t most = cudnn_budget;
+  for (uintptr_t address : {uintptr_t{256}, uintptr_t{258}}) {
+    ConvParams sizes = p;
+    const void* stand_in = reinterpret_cast<const void*>(address);
+    sizes.x = sizes.w = stand_in;
+    if (sizes.bias != nullptr) sizes.bias = stand_in;
+    sizes.y = const_cast<void*>(stand_in);
+    FallbackPlan plan;
+    TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(sizes, FallbackKernel::none, &plan));
+    most = std::max(most, plan.workspace);
+    for (const FallbackVariant& v : fallback_variants(plan)) {
+      FallbackPlan alt;
+      TRT_FASTOPS_RETURN_IF_ERROR(plan_fallback(sizes, FallbackKernel::none, &alt, v));
+      most = std::max(most, alt.workspace);
+    }
+  }
+  *bytes = most;
   return Status::ok();
 }
 
@@ -323,11 +387,14 @@ Status conv_run(const ConvParams& p, const ConvPlanHandle& plan, void* workspace
     replacement->cudnn.reset();
     replacement->separate_epilogue = false;
     replacement->graph_replay = false;
+    if (env_flag("TRT_FASTOPS_CONV_GRAPH_REPLAY", true)) replacement->replay = std::make_shared<LaunchReplay>();
     replacement->cudnn_refusal = "cuDNN plan failed at execution: " + st.message();
     replacement->description = "fallback " + plan->fallback_kernel + " (after a cuDNN execution failure)";
     plan_cache().put(plan->key, std::move(replacement));
   }
-  const cudaError_t err = run_fallback(plan->fallback, p, workspace, stream);
+  auto enqueue = [&](cudaStream_t s) { return run_fallback(plan->fallback, p, workspace, s); };
+  const cudaError_t err =
+      plan->replay ? plan->replay->run(ReplayKey{{p.x, p.w, p.bias, p.y, workspace}}, stream, enqueue) : enqueue(stream);
   if (err == cudaSuccess) return Status::ok();
   const std::string what = std::string(op) + " kernel " + plan->fallback_kernel;
   return cuda_status(err, what.c_str());
@@ -361,6 +428,10 @@ ConvCacheStats conv_cache_stats() {
   s.graph_captures = exec.graph_captures;
   s.graph_failures = exec.graph_failures;
   s.capturing_executions = exec.capturing_executions;
+  const ReplayStats replay = replay_stats();
+  s.fallback_graph_launches = replay.launches;
+  s.fallback_graph_captures = replay.captures;
+  s.fallback_graph_failures = replay.failures;
   s.cudnn_compiled = cudnn_compiled();
   const Status lib = cudnn_library_status(&s.cudnn_version);
   s.cudnn_available = lib.is_ok();
@@ -377,6 +448,7 @@ void conv_cache_reset_stats() {
   g_exec_failures = 0;
   g_capture_misses = 0;
   cudnn_reset_exec_stats();
+  replay_reset_stats();
 }
 
 void conv_cache_set_capacity(size_t capacity) { plan_cache().set_capacity(capacity); }

@@ -27,7 +27,8 @@
 // conv_run only enqueues (no allocation, no synchronisation: capture-safe).
 // A cuDNN hit whose pointers were seen before replays a cached CUDA graph of
 // that execution when the stream is not being captured (cuDNN's execute costs
-// ~20 us of host time, a graph launch ~2-3 us; conv_cudnn.h has the design).
+// ~20 us of host time, a graph launch ~2-3 us; conv_cudnn.h has the design);
+// so do the fallback's launches (2-4 launches of ~3 us; conv_replay.h).
 // A cuDNN plan that fails at execution is replaced in the cache by the
 // fallback, which runs for that call too (warning printed once per process).
 //
@@ -36,11 +37,12 @@
 //   TRT_FASTOPS_CONV_FORCE_FALLBACK=1    every convolution on trt_fastops' kernels
 //   TRT_FASTOPS_CONV_CACHE_SIZE=N        plan cache capacity (default 256), read once
 //   TRT_FASTOPS_CONV_AUTOTUNE=0          take cuDNN's first supported plan untimed (and never
-//                                        time the fallback against it)
+//                                        time the fallback against it, nor its variants:
+//                                        tile widths, split-K factors)
 //   TRT_FASTOPS_CONV_TIME_FALLBACK=0     autotuning never picks the fallback over cuDNN's plan
 //   TRT_FASTOPS_CONV_AUTOTUNE_CANDIDATES=N  plans built and timed per graph variant
 //                                        (fused, plain; default 16; 0 or 1: heuristics' first)
-//   TRT_FASTOPS_CONV_GRAPH_REPLAY=0      cuDNN hits always execute directly (no CUDA graphs)
+//   TRT_FASTOPS_CONV_GRAPH_REPLAY=0      hits always execute directly (no CUDA graphs)
 //   TRT_FASTOPS_CONV_MAX_WORKSPACE_MB=N  skip cuDNN engines needing more (default 256)
 //   TRT_FASTOPS_CONV_ALLOW_TF32=1        float32 may use TF32 engines (default: exact)
 //   TRT_FASTOPS_CONV_RUNTIME_COMPILE=0   skip engines that compile kernels at run time
@@ -130,6 +132,9 @@ struct ConvCacheStats {
   uint64_t graph_captures = 0;   // such graphs captured (one per plan and pointer set)
   uint64_t graph_failures = 0;   // captures / launches that failed (that pointer set executes directly)
   uint64_t capturing_executions = 0;  // replay-eligible executions on a stream being captured (direct)
+  uint64_t fallback_graph_launches = 0;   // fallback calls replayed from a cached CUDA graph (conv_replay.h)
+  uint64_t fallback_graph_captures = 0;   // such graphs captured (one per plan and pointer set)
+  uint64_t fallback_graph_failures = 0;   // their captures / launches that failed (then run directly)
   bool cudnn_compiled = false;   // this build has the cuDNN path
   bool cudnn_available = false;  // libcudnn loaded
   size_t cudnn_version = 0;

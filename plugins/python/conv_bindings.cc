@@ -236,6 +236,9 @@ py::dict conv_cache_stats() {
   d["graph_captures"] = s.graph_captures;
   d["graph_failures"] = s.graph_failures;
   d["capturing_executions"] = s.capturing_executions;
+  d["fallback_graph_launches"] = s.fallback_graph_launches;
+  d["fallback_graph_captures"] = s.fallback_graph_captures;
+  d["fallback_graph_failures"] = s.fallback_graph_failures;
   d["cudnn_compiled"] = s.cudnn_compiled;
   d["cudnn_available"] = s.cudnn_available;
   d["cudnn_version"] = s.cudnn_version;
@@ -293,7 +296,8 @@ void register_conv_bindings(py::module_& m) {
   m.def("conv_cache_stats", &conv_cache_stats,
         "Plan cache counters (hits, misses, insertions, replacements, evictions, size, capacity), plans by\n"
         "kind (cudnn_plans, fallback_plans), exec_failures, capture_misses, cuDNN graph replay (graph_launches,\n"
-        "graph_captures, graph_failures, capturing_executions) and cuDNN status.");
+        "graph_captures, graph_failures, capturing_executions), the fallback's graph replay\n"
+        "(fallback_graph_launches, fallback_graph_captures, fallback_graph_failures) and cuDNN status.");
   m.def("conv_cache_clear", &conv::conv_cache_clear, "Drop every cached conv plan.");
   m.def("conv_cache_reset_stats", &conv::conv_cache_reset_stats, "Zero the conv cache counters.");
   m.def("conv_cache_set_capacity", &conv::conv_cache_set_capacity, py::arg("capacity"),

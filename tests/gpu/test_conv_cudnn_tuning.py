@@ -372,10 +372,16 @@ RACE_CASES = [
 
 def _fallback_workspace(r, y, kernel):
     """workspace_bytes of the same signature on the fallback kernel `kernel` (its own choice, or the
-    NCHW-gather GEMM that backs a cuDNN plan up when the own choice needs more workspace)."""
+    NCHW-gather GEMM that backs a cuDNN plan up when the own choice needs more workspace), or None
+    for a pipelined GEMM: autotuning times its tile widths and split-K factors, so planning the
+    signature again may pick another variant (another workspace); then only the family is checked."""
     backend = "gather" if kernel.startswith("gemm_mma<") else "fallback"
     kw = conv_kwargs(r.case, r.dtype, r.x, r.w, r.b, y, stream=r.stream.cuda_stream, backend=backend)
     info = _C.conv_plan(**kw)
+    if kernel.startswith(("gemm_nhwc<", "gemm_pointwise<")):
+        family = kernel.split(",")[0]
+        assert info["fallback_kernel"].startswith(family + ","), (info, kernel)
+        return None
     assert info["fallback_kernel"] == kernel, (info, kernel)
     return info["workspace_bytes"]
 
@@ -399,14 +405,14 @@ def test_autotune_keeps_the_faster_of_cudnn_and_fallback(case, dtype, monkeypatc
         # "; fallback KERNEL T us", and "(backup: KERNEL2)" when the timed kernel needs more workspace
         assert desc.startswith("cudnn ") and "; fallback " in desc and info["fallback_kernel"] in desc, info
         assert info["cudnn_refusal"] == "", info
-        assert info["workspace_bytes"] >= fallback_ws, (info, fallback_ws)  # room to fall back in
+        assert fallback_ws is None or info["workspace_bytes"] >= fallback_ws, (info, fallback_ws)  # room to fall back in
     else:
         won = re.match(re.escape(f"fallback {info['fallback_kernel']} (faster than cuDNN's best: ") +
-                       r"[\d.]+ us vs [\d.]+ us, cudnn .+\)$", desc)
+                       r"[\d.]+ us vs [\d.]+ us(, best of \d+ variants)?, cudnn .+\)$", desc)
         assert won is not None, info
         assert info["cudnn_refusal"].startswith("slower than trt_fastops' kernel"), info
         assert not info["separate_epilogue"] and not info["graph_replay"], info
-        assert info["workspace_bytes"] == fallback_ws, (info, fallback_ws)
+        assert fallback_ws is None or info["workspace_bytes"] == fallback_ws, (info, fallback_ws)
     for i in range(3):  # hits: the chosen backend (replayed from a graph when cuDNN's plan allows it)
         r.x.copy_(torch.randn_like(r.x, dtype=torch.float32).to(r.x.dtype))
         r.forward(y)
@@ -459,3 +465,123 @@ def test_sole_candidate_is_timed_against_the_fallback(candidates, monkeypatch):
     assert info["cudnn"] == (info["cudnn_us"] <= info["fallback_us"]), info
     r.forward(y)
     r.check(y, f"TRT_FASTOPS_CONV_AUTOTUNE_CANDIDATES={candidates}, timed against the fallback")
+
+
+# ---------------------------------------------------------------------------
+# The fallback's graph replay (conv_replay.h): trt_fastops' own kernels (packing, channels-last
+# copy, GEMM, split-K finalize / depthwise / direct) captured per pointer set on its 2nd use.
+REPLAY_SLOTS = 8  # LaunchReplay::kSlots
+FALLBACK_REPLAY_CASES = [
+    # (case, backend): channels-last GEMM with split-K, pointwise GEMM reading w in place,
+    # the NCHW-gather GEMM, depthwise, direct (ConvTranspose)
+    (C("fb_replay_split_3x3", 1, 256, 72, (6, 6), (3, 3), pads_begin=(1, 1), pads_end=(1, 1),
+       activation="relu"), "gemm"),
+    (C("fb_replay_pointwise", 2, 64, 128, (8, 8), (1, 1), activation="silu"), "gemm"),
+    (C("fb_replay_gather", 2, 24, 40, (9, 10), (3, 3), pads_begin=(1, 0), pads_end=(0, 1)), "gather"),
+    (C("fb_replay_dw", 2, 32, 32, (14, 14), (3, 3), group=32, stride=(2, 2), pads_begin=(1, 1),
+       pads_end=(1, 1)), "depthwise"),
+    (C("fb_replay_direct_T", 1, 8, 8, (6, 7), (3, 3), group=8, stride=(2, 3), pads_begin=(1, 0),
+       pads_end=(0, 1), transpose=True), "direct"),
+]
+
+
+def _fb_stats():
+    s = _C.conv_cache_stats()
+    return {k: s["fallback_" + k] for k in ("graph_launches", "graph_captures", "graph_failures")}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("case,backend", FALLBACK_REPLAY_CASES, ids=[c.name for c, _ in FALLBACK_REPLAY_CASES])
+def test_fallback_graph_replay_bitwise_equals_direct(case, backend, dtype, monkeypatch):
+    r = Runner(case, dtype, seed=11, backend=backend)
+    contents = _contents(r, 3)
+    ys = [r.new_y() for _ in range(2)]
+    many = [r.new_y() for _ in range(REPLAY_SLOTS + 2)]
+
+    _fresh(monkeypatch, autotune="0", replay="0")
+    direct_info = r.plan(ys[0])
+    assert not direct_info["cudnn"], direct_info
+    before = _fb_stats()
+    direct = []
+    for i, c in enumerate(contents):
+        r.x.copy_(c)
+        r.forward(ys[i % 2])
+        r.check(ys[i % 2], "direct (TRT_FASTOPS_CONV_GRAPH_REPLAY=0)")
+        direct.append(_bits(ys[i % 2]))
+    assert _delta(_fb_stats(), before) == {"graph_launches": 0, "graph_captures": 0, "graph_failures": 0}
+
+    _fresh(monkeypatch, autotune="0", replay="1")
+    info = r.plan(ys[0])
+    assert info["fallback_kernel"] == direct_info["fallback_kernel"], (info, direct_info)
+
+    def run_and_compare(y, k, what):
+        r.x.copy_(contents[k])  # new data behind the same address
+        r.forward(y)
+        assert torch.equal(_bits(y), direct[k]), f"{case.name} {dtype} {what}: replay differs from direct"
+
+    before = _fb_stats()
+    n_alt = 2 * REPLAY_SLOTS + 3
+    for i in range(n_alt):
+        run_and_compare(ys[i % 2], i % len(contents), f"alternating call {i}")
+    # Each buffer: 1st use direct, 2nd captured + launched, then launched.
+    assert _delta(_fb_stats(), before) == {"graph_launches": n_alt - 2, "graph_captures": 2, "graph_failures": 0}
+
+    # More pointer sets than slots, cyclically: every use misses, all direct, all correct.
+    before = _fb_stats()
+    for rep in range(2):
+        for j, y in enumerate(many):
+            run_and_compare(y, (j + rep) % len(contents), f"cycled buffer {j} rep {rep}")
+    assert _delta(_fb_stats(), before) == {"graph_launches": 0, "graph_captures": 0, "graph_failures": 0}
+
+
+def test_fallback_replay_under_callers_capture(monkeypatch):
+    """torch.cuda.graph around fallback hits (pointers with and without a graph of their own): the
+    launches go into torch's graph directly; LaunchReplay's slots are left alone."""
+    case, backend = FALLBACK_REPLAY_CASES[0]
+    r = Runner(case, "float16", seed=12, backend=backend)
+    _fresh(monkeypatch, autotune="0", replay="1")
+    y = r.new_y()
+    r.plan(y)
+    for _ in range(3):
+        r.forward(y)
+    assert _fb_stats()["graph_captures"] == 1
+    y_new = r.new_y()
+    graphs = []
+    before = _fb_stats()
+    for target in (y, y_new):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=r.stream):
+            _C.conv_forward(**r.kwargs(target), workspace=r.buf.data_ptr(), workspace_bytes=r.buf.numel())
+        graphs.append((g, target))
+    assert _delta(_fb_stats(), before) == {"graph_launches": 0, "graph_captures": 0, "graph_failures": 0}
+    for g, target in graphs:
+        r.x.copy_(torch.randn_like(r.x, dtype=torch.float32).to(r.x.dtype))
+        target.fill_(float("nan"))
+        torch.cuda.synchronize()
+        g.replay()
+        torch.cuda.synchronize()
+        r.check(target, "torch CUDA graph replay of a fallback call")
+    r.forward(y)  # outside capture again: its own graph
+    r.check(y, "after the capture")
+    assert _delta(_fb_stats(), before)["graph_launches"] == 1
+
+
+def test_autotuned_fallback_reports_its_variants(monkeypatch):
+    """Backend 'fallback' with autotuning times the pipelined GEMM's tile widths / split-K factors and
+    keeps the fastest (the description says how many); 'gemm' (forced) is never tuned."""
+    case = C("fb_tune_3x3", 2, 128, 128, (14, 14), (3, 3), pads_begin=(1, 1), pads_end=(1, 1))
+    r = Runner(case, "float16", seed=13, backend="fallback")
+    _fresh(monkeypatch, autotune="1", replay="1")
+    y = r.new_y()
+    info = r.plan(y)
+    print(info["description"])
+    assert re.match(r"fallback gemm_nhwc<float16,bn(64|128)(,split\d)?> \(best of \d+ variants\) [\d.]+ us$",
+                    info["description"]), info
+    assert info["fallback_us"] > 0, info
+    for i in range(3):
+        r.x.copy_(torch.randn_like(r.x, dtype=torch.float32).to(r.x.dtype))
+        r.forward(y)
+        r.check(y, f"tuned fallback, call {i}")
+    forced = Runner(case, "float16", seed=13, backend="gemm")
+    finfo = forced.plan(y)
+    assert finfo["fallback_us"] == 0 and "best of" not in finfo["description"], finfo
