@@ -57,6 +57,12 @@ CASES = [
      ("gemm_nhwc<{t},bn128,split4>", "gemm_simt<{t}>")),
     (C("split_pointwise", 1, 512, 40, (4, 4), (1, 1), activation="silu"), "gemm",
      ("gemm_pointwise<{t},bn64,split2>", "gemm_simt<{t}>")),
+    # 1x1 Conv weights read in place (no packing: output channels per group a multiple of the tile
+    # width, input channels per group a multiple of 32, w aligned)
+    (C("pointwise_w_in_place", 2, 64, 128, (4, 6), (1, 1), activation="relu"), "gemm",
+     ("gemm_pointwise<{t},bn128>", "gemm_simt<{t}>")),
+    (C("nhwc_1x1s2_w_in_place", 2, 32, 64, (9, 9), (1, 1), stride=(2, 2), bias=False), "gemm",
+     ("gemm_nhwc<{t},bn64>", "gemm_simt<{t}>")),
     (C("nhwcT_s2_op", 2, 16, 36, (5, 6), (3, 3), group=2, stride=(2, 2), pads_begin=(1, 1), pads_end=(0, 1),
        output_padding=(1, 0), transpose=True, activation="relu"), "gemm",
      ("gemm_nhwc<{t},bn64,transpose>", "gemm_simt<{t},transpose>")),

@@ -14,7 +14,8 @@
 //   ConvTranspose: A[m, k] = x[image, g*cg + c, p] where o + pad - tap*dilation = p*stride
 //                  (the gather form of the scatter ONNX defines; other taps are 0)
 // and zero outside the input. B is the weight, repacked per call by
-// conv_pack_weights_kernel into a zero-padded tile-friendly layout (workspace).
+// conv_pack_weights_kernel into a zero-padded tile-friendly layout (workspace),
+// except where w already has that layout (1x1 Conv, no padding needed: read in place).
 // y = act(C + bias) in float32, rounded once to T.
 //
 // Kernels:

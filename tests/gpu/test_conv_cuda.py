@@ -71,6 +71,11 @@ CASES = [
     (C("pointwise_nchw", 3, 48, 40, (8, 6), (1, 1), activation="silu"), False),
     (C("pointwise_odd_channels_grouped", 2, 42, 36, (4, 10), (1, 1), group=3), False),
     (C("pointwise_1d", 2, 24, 130, (40,), (1,), bias=False), False),
+    # 1x1 weights read in place (kg a multiple of the tile width, cg of 32, w aligned): no packing
+    (C("pointwise_w_in_place", 2, 64, 128, (8, 8), (1, 1), activation="relu"), False),
+    (C("pointwise_w_in_place_grouped", 1, 64, 256, (4, 6), (1, 1), group=2), False),
+    (C("nhwc_1x1s2_w_in_place", 2, 32, 64, (9, 9), (1, 1), stride=(2, 2)), False),
+    (C("split_k_w_in_place", 1, 1024, 64, (4, 4), (1, 1), activation="gelu"), False),
     # grids far smaller than the GPU: split-K (float32 partials + finalize)
     (C("split_k_3x3", 1, 256, 72, (6, 6), (3, 3), pads_begin=(1, 1), pads_end=(1, 1), activation="relu"), False),
     (C("split_k_pointwise", 1, 512, 160, (4, 4), (1, 1)), False),
