@@ -51,6 +51,7 @@ void* cudnn_dlhandle = nullptr;  // the front end's handle on libcudnn (dynamic 
 
 #include "plugins/common/cuda_status.h"
 #include "plugins/conv/conv_fallback.h"
+#include "plugins/conv/conv_replay.h"
 #include "plugins/conv/conv_timing.h"
 
 namespace trt_fastops::conv {
@@ -758,27 +759,10 @@ bool capture_graph(DeviceHandles& h, const CudnnPlan& plan, CudnnPlan::Pack& pac
     give_up_graph(pack);
     return false;
   }
-  // Thread-local mode: other threads' CUDA calls cannot invalidate this capture.
-  if (cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-    give_up_graph(pack);
-    return false;
-  }
-  bool recorded = false;
-  try {  // nothing may leave this thread with a capture still open
-    recorded = fe::detail::execute(h.exec, plan.exec_plan, pack.desc) == CUDNN_STATUS_SUCCESS;
-  } catch (...) {
-    recorded = false;
-  }
-  if (recorded && plan.separate_epilogue) recorded = run_bias_activation(p, cs) == cudaSuccess;
-  cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(cs, &graph);  // always ends the capture
-  // A graph with no node would make the call a no-op: only one that recorded work.
-  size_t nodes = 0;
-  recorded = recorded && ended == cudaSuccess && graph != nullptr &&
-             cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess && nodes > 0;
-  cudaGraphExec_t exec = nullptr;
-  if (recorded && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
-  if (graph != nullptr && cudaGraphDestroy(graph) != cudaSuccess) cudaGetLastError();
+  const cudaGraphExec_t exec = capture_graph_exec(cs, [&](cudaStream_t s) {
+    if (fe::detail::execute(h.exec, plan.exec_plan, pack.desc) != CUDNN_STATUS_SUCCESS) return false;
+    return !plan.separate_epilogue || run_bias_activation(p, s) == cudaSuccess;
+  });
   if (exec == nullptr) {
     give_up_graph(pack);
     return false;

@@ -17,9 +17,8 @@ constexpr int kMaxDevices = 64;
 std::mutex g_capture_mu;
 cudaStream_t g_capture_streams[kMaxDevices] = {};
 
-// Captures enqueue's work on the device's private stream (thread-local mode:
-// other threads' CUDA calls cannot invalidate it) and instantiates it. Null
-// on any failure, its CUDA errors cleared. Nothing runs.
+// Captures enqueue's work on the device's private stream and instantiates it
+// (null on any failure). Nothing runs.
 cudaGraphExec_t capture(const LaunchReplay::Enqueue& enqueue) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
@@ -33,13 +32,19 @@ cudaGraphExec_t capture(const LaunchReplay::Enqueue& enqueue) {
     cs = nullptr;
     return nullptr;
   }
+  return capture_graph_exec(cs, [&](cudaStream_t s) { return enqueue(s) == cudaSuccess; });
+}
+
+}  // namespace
+
+cudaGraphExec_t capture_graph_exec(cudaStream_t cs, const std::function<bool(cudaStream_t)>& record) {
   if (cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
     cudaGetLastError();
     return nullptr;
   }
   bool recorded = false;
   try {  // nothing may leave this thread with a capture still open
-    recorded = enqueue(cs) == cudaSuccess;
+    recorded = record(cs);
   } catch (...) {
     recorded = false;
   }
@@ -56,8 +61,6 @@ cudaGraphExec_t capture(const LaunchReplay::Enqueue& enqueue) {
   if (exec == nullptr || !destroyed) cudaGetLastError();
   return exec;
 }
-
-}  // namespace
 
 bool ReplayKey::operator==(const ReplayKey& o) const { return std::memcmp(ptr, o.ptr, sizeof(ptr)) == 0; }
 

@@ -30,6 +30,13 @@ struct ReplayStats {
 ReplayStats replay_stats();
 void replay_reset_stats();
 
+// Records record(cs) on stream cs (thread-local capture mode: other threads'
+// CUDA calls cannot invalidate it) and instantiates the graph. Null on any
+// failure (record false or throwing, an empty graph, capture or instantiation
+// errors), with the CUDA errors it left cleared. Nothing runs; the caller
+// serialises the use of cs. Shared with cuDNN's replay (conv_cudnn.cc).
+cudaGraphExec_t capture_graph_exec(cudaStream_t cs, const std::function<bool(cudaStream_t)>& record);
+
 // One plan's graphs: kSlots pointer sets, least recently used replaced.
 // Thread-safe: run() holds the object's mutex for the whole call, so a graph
 // is never destroyed while another thread launches it.
