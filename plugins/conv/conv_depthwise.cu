@@ -214,9 +214,10 @@ bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling*
     if (copy_bytes >= 4) {
       const int64_t np = best.planes;
       best.tile_rows = rg_full;
-      best.threads = std::min<int64_t>(
-          DW_MAX_THREADS,
-          std::max({int64_t(64), round_up(np * items_plane, 32), round_up(ceil_div(np * wb_plane, DW_WEIGHT_PREFETCH), 32)}));
+      // One item per thread where P allows, and every weight in the register prefetch.
+      const int64_t want =
+          std::max(round_up(np * items_plane, 32), round_up(ceil_div(np * wb_plane, DW_WEIGHT_PREFETCH), 32));
+      best.threads = std::min<int64_t>(DW_MAX_THREADS, std::max<int64_t>(64, want));
       stage_bytes = staged_buffer(np);
     }
   }
