@@ -70,7 +70,7 @@ struct DepthwiseTiling {
   int tiles = 0;         // plane blocks * row_tiles * col_tiles (< 2^31)
   int box_rows = 0, box_cols = 0;    // input box per plane; box_cols a multiple of 4
   int plane_cells = 0;   // box_rows * box_cols
-  int box_cells = 0;     // P * plane_cells <= threads * DW_PREFETCH
+  int box_cells = 0;     // P * plane_cells <= threads * DW_PREFETCH (staged: shared memory bounds it)
   int weight_cells = 0;  // P * kg * ks
   int bias_cells = 0;    // P * kg; weight_cells + bias_cells <= threads * DW_WEIGHT_PREFETCH
   int items = 0;         // P * kg * RT * CT
