@@ -11,7 +11,8 @@ Covers, for float16, bfloat16 and float32, Conv and ConvTranspose: the direct ke
 tensor-core implicit GEMMs with BN 64 and 128 (16-bit types; gathering from NCHW, pipelined on a
 channels-last copy of x or straight from x for 1x1 convs, with and without split-K) and the
 float32 FFMA GEMM, each with weight packing; the depthwise kernel (each unrolled variant and the
-generic one, column tiles, row bands, several planes per tile); bias / no bias; every
+generic one, column tiles, row bands, several planes per tile; whole planes through the staged
+cp.async path, and through the register path where x is too misaligned for it); bias / no bias; every
 activation; 1-D, 2-D, 3-D; groups, depthwise, dilation, stride, asymmetric pads, output_padding; K not a multiple of the tile depth;
 partial M / N tiles; misaligned x / w / bias / y; no input channels; plus the in-place
 bias+activation kernel that follows cuDNN when it cannot fuse (exercised through a forced
@@ -98,25 +99,35 @@ CASES = [
     # pads, column tiles + row bands (slots recomputed per tile), several planes per tile across
     # image boundaries, misaligned x / w / bias / y (scalar stores).
     (C("dw_k3s1_mult2", 2, 6, 12, (9, 14), (3, 3), group=6, pads_begin=(1, 1), pads_end=(1, 1), activation="relu"),
-     "fallback", ("depthwise<{t},k3s1>", "depthwise<{t},k3s1>")),
+     "fallback", ("depthwise<{t},k3s1,staged>", "depthwise<{t},k3s1,staged>")),
     (C("dw_k3s2", 2, 8, 8, (11, 13), (3, 3), group=8, stride=(2, 2), pads_begin=(1, 1), pads_end=(1, 1),
-       activation="silu"), "fallback", ("depthwise<{t},k3s2>", "depthwise<{t},k3s2>")),
+       activation="silu"), "fallback", ("depthwise<{t},k3s2>", "depthwise<{t},k3s2,staged>")),
     (C("dw_k5s1_crop", 1, 4, 4, (12, 11), (5, 5), group=4, pads_begin=(-1, 2), pads_end=(3, -2), activation="gelu"),
-     "fallback", ("depthwise<{t},k5s1>", "depthwise<{t},k5s1>")),
+     "fallback", ("depthwise<{t},k5s1,staged>", "depthwise<{t},k5s1,staged>")),
     (C("dw_k5s2_mult3", 1, 3, 9, (11, 12), (5, 5), group=3, stride=(2, 2), pads_begin=(2, 2), pads_end=(2, 2)),
-     "fallback", ("depthwise<{t},k5s2>", "depthwise<{t},k5s2>")),
+     "fallback", ("depthwise<{t},k5s2,staged>", "depthwise<{t},k5s2,staged>")),
     (C("dw_k7s1", 2, 5, 5, (14, 13), (7, 7), group=5, pads_begin=(3, 3), pads_end=(3, 3), bias=False), "fallback",
-     ("depthwise<{t},k7s1>", "depthwise<{t},k7s1>")),
+     ("depthwise<{t},k7s1,staged>", "depthwise<{t},k7s1,staged>")),
     (C("dw_generic_dilated", 2, 4, 8, (13, 12), (3, 3), group=4, stride=(1, 2), dilation=(2, 2), pads_begin=(2, 2),
-       pads_end=(2, 2), activation="relu"), "fallback", ("depthwise<{t},generic>", "depthwise<{t},generic>")),
+       pads_end=(2, 2), activation="relu"), "fallback",
+     ("depthwise<{t},generic,staged>", "depthwise<{t},generic,staged>")),
     (C("dw_generic_1d_col_tiles", 1, 2, 2, (4200,), (5,), group=2, pads_begin=(2,), pads_end=(2,)), "depthwise",
      ("depthwise<{t},generic>", "depthwise<{t},generic>")),
     (C("dw_col_tiles_row_bands", 1, 1, 1, (20, 1100), (3, 3), group=1, pads_begin=(1, 1), pads_end=(1, 1),
        activation="silu"), "depthwise", ("depthwise<{t},k3s1>", "depthwise<{t},k3s1>")),
     (C("dw_many_planes", 5, 61, 122, (7, 7), (3, 3), group=61, pads_begin=(1, 1), pads_end=(1, 1),
-       activation="relu"), "fallback", ("depthwise<{t},k3s1>", "depthwise<{t},k3s1>")),
+       activation="relu"), "fallback", ("depthwise<{t},k3s1,staged>", "depthwise<{t},k3s1,staged>")),
+    # The register-prefetch path on whole planes (x one element off: 2 bytes is too little for
+    # cp.async; float32 still takes the staged path with 4-byte copies), several planes per tile.
+    (C("dw_k7s1_regs", 2, 5, 5, (14, 13), (7, 7), group=5, pads_begin=(3, 3), pads_end=(3, 3)), "depthwise",
+     ("depthwise<{t},k7s1>", "depthwise<{t},k7s1,staged>")),
+    (C("dw_many_planes_regs", 5, 61, 122, (7, 7), (3, 3), group=61, pads_begin=(1, 1), pads_end=(1, 1),
+       activation="relu"), "depthwise", ("depthwise<{t},k3s1>", "depthwise<{t},k3s1,staged>")),
+    # The staged path with every buffer refilled (several tiles per CTA, P = 2, a short last tile).
+    (C("dw_staged_1d_reuse", 3, 1333, 1333, (512,), (5,), group=1333, pads_begin=(2,), pads_end=(2,),
+       activation="gelu"), "depthwise", ("depthwise<{t},generic,staged>", "depthwise<{t},generic,staged>")),
     (C("dw_misaligned", 2, 6, 6, (8, 16), (3, 3), group=6, pads_begin=(1, 1), pads_end=(1, 1)), "depthwise",
-     ("depthwise<{t},k3s1>", "depthwise<{t},k3s1>")),
+     ("depthwise<{t},k3s1>", "depthwise<{t},k3s1,staged>")),
     # tests/gpu/test_conv_cuda.py::test_misaligned_pointers' case (issue 3): x, w and bias one element
     # off; the direct kernel here (gemm_misaligned covers the GEMM), backend 'auto' too with --with-cudnn
     # (cuDNN must refuse it and hand it to the fallback).
@@ -125,7 +136,8 @@ CASES = [
 ]
 DTYPES = ("float16", "bfloat16", "float32")
 MISALIGN = {"gemm_misaligned": ("x", "w", "bias", "y"), "nhwc_misaligned": ("x", "w", "bias", "y"),
-            "misaligned_xwb": ("x", "w", "bias"), "dw_misaligned": ("x", "w", "bias", "y")}
+            "misaligned_xwb": ("x", "w", "bias"), "dw_misaligned": ("x", "w", "bias", "y"),
+            "dw_k7s1_regs": ("x",), "dw_many_planes_regs": ("x",)}
 
 
 def main() -> int:

@@ -2,11 +2,13 @@
 // eligibility, tiling choice, launch.
 //
 // Instantiations: 3 dtypes x 6 variants (generic, 3x3 s1, 3x3 s2, 5x5 s1,
-// 5x5 s2, 7x7 s1). Everything else (sizes, pads, kg, activation, bias, store
-// alignment) stays runtime.
+// 5x5 s2, 7x7 s1) x 2 paths (register prefetch, staged). Everything else
+// (sizes, pads, kg, activation, bias, store alignment, stage count, cp.async
+// width) stays runtime.
 #include "plugins/conv/conv_depthwise.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -16,6 +18,7 @@
 #include "plugins/common/device.h"
 #include "plugins/common/dispatch.cuh"
 #include "plugins/common/dtype.h"
+#include "plugins/common/smem_optin.h"
 #include "plugins/conv/conv_depthwise.cuh"
 
 namespace trt_fastops::conv {
@@ -34,6 +37,13 @@ constexpr double kLoadCost = 8.0;
 constexpr double kLoadCostRecomputed = 20.0;
 constexpr double kTileCost = 200.0;
 
+// Staged path: a tile's P planes give about this many items (one per thread
+// of a full CTA), and one CTA's shared memory stays below kStagedSmemCap so
+// that two fit on an SM (compute needs the warps).
+constexpr int64_t kStagedItems = DW_MAX_THREADS;
+constexpr int64_t kStagedSmemCap = 113 * 1024;
+constexpr int kDefaultSmemOptin = 48 * 1024;  // when the device cannot be queried
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t v, int64_t m) { return ceil_div(v, m) * m; }
 
@@ -47,13 +57,70 @@ int variant_of(const ConvGeometry& g) {
   return DW_GENERIC;
 }
 
-// f(conv_depthwise_kernel<T, K, S>) for the variant's K and S.
-template <typename T, typename F>
-auto with_kernel(int variant, F&& f) {
-  return dispatch_int<DW_GENERIC, DW_K3S1, DW_K3S2, DW_K5S1, DW_K5S2, DW_K7S1>(variant, [&](auto V) {
+// Per kernel instantiation: which devices have its shared-memory opt-in.
+template <typename T, int K, int S, bool STAGED>
+std::atomic<uint64_t> dw_smem_ready{0};
+
+// f(conv_depthwise_kernel<T, K, S, STAGED>) for the variant's K and S, after
+// opting the kernel into smem_limit bytes of dynamic shared memory where
+// smem_bytes needs more than the default 48 KiB (smem_limit is the device's
+// maximum, the same on every call: allow_dynamic_smem sets it once).
+template <typename T, bool STAGED, typename F>
+cudaError_t with_kernel(int variant, int smem_bytes, int smem_limit, F&& f) {
+  return dispatch_int<DW_GENERIC, DW_K3S1, DW_K3S2, DW_K5S1, DW_K5S2, DW_K7S1>(variant, [&](auto V) -> cudaError_t {
     constexpr DwShape s = dw_variant_shape(V.value);
-    return f(conv_depthwise_kernel<T, s.k, s.s>);
+    auto kernel = conv_depthwise_kernel<T, s.k, s.s, STAGED>;
+    if (smem_bytes > kDefaultSmemOptin) {
+      if (smem_bytes > smem_limit) return cudaErrorInvalidValue;
+      if (const cudaError_t e = allow_dynamic_smem(kernel, smem_limit, dw_smem_ready<T, s.k, s.s, STAGED>);
+          e != cudaSuccess)
+        return e;
+    }
+    return f(kernel);
   });
+}
+
+// Resident CTAs per SM of the kernel for t (0 when the device cannot say).
+int blocks_per_sm(DType dtype, const DepthwiseTiling& t) {
+  int per_sm = 0;
+  const cudaError_t err = dispatch_dtype(dtype, [&](auto tag) -> cudaError_t {
+    using T = typename decltype(tag)::type;
+    return dispatch_bool(t.staged, [&](auto STAGED) -> cudaError_t {
+      return with_kernel<T, STAGED.value>(t.variant, t.smem_bytes, t.smem_limit, [&](auto kernel) -> cudaError_t {
+        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, t.threads, t.smem_bytes);
+      });
+    });
+  });
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return per_sm;
+}
+
+// The device's per-block shared-memory maximum with opt-in.
+int device_smem_optin() {
+  int device = 0, bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess || bytes < 1) {
+    cudaGetLastError();
+    return kDefaultSmemOptin;
+  }
+  return bytes;
+}
+
+// Widest cp.async (16, 8, 4 bytes) that every tile's chunk start allows: x's
+// address and the chunk length (P planes) both multiples of it; 0 if none.
+int staged_copy_bytes(const void* x, int64_t chunk_bytes) {
+  for (int w = 16; w >= 4; w /= 2)
+    if (is_aligned(x, static_cast<uintptr_t>(w)) && chunk_bytes % w == 0) return w;
+  return 0;
+}
+
+// Staged shared memory: box and weights as float32 (no slots), then the buffers.
+int64_t staged_smem_bytes(int64_t box_cells, int64_t weight_and_bias_cells, int64_t stage_bytes, int64_t stages) {
+  return int64_t(sizeof(float)) * (box_cells + dw_round4(static_cast<int>(weight_and_bias_cells))) +
+         stages * stage_bytes;
 }
 
 int device_sms_or_default() {
@@ -108,19 +175,64 @@ bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling*
     ct = lo;
   }
   const int64_t col_tiles = ceil_div(cg_full, ct);
+  const int sms = device_sms_or_default();
+
+  // Staged path: whole-plane tiles (one row tile, one column tile) whose box,
+  // weights and two staging buffers fit shared memory, with a cp.async width
+  // of at least 4 bytes. P: about kStagedItems items per tile, at least one
+  // tile per SM, the weights' register prefetch; among P / 2 .. P the widest
+  // copy wins (e.g. 7x7 float16 planes are 98 bytes: P a multiple of 8 copies
+  // 16 bytes at a time).
+  Choice best;
+  int copy_bytes = 0;
+  int64_t stage_bytes = 0;
+  const int smem_optin = device_smem_optin();
+  const int64_t esize = dtype_size(p.dtype);
+  const int64_t wb_plane = kg * (ks + 1);  // weights and biases of one plane
+  auto staged_buffer = [&](int64_t np) { return round_up(np * g.in_sp * esize, 16); };
+  if (col_tiles == 1) {
+    const int64_t plane_cells = box_rows(rg_full) * box_cols(ct);
+    const int64_t items_plane = kg * rg_full * ct;
+    const int64_t smem_cap = std::min<int64_t>(smem_optin, kStagedSmemCap);
+    auto smem_of = [&](int64_t np, int64_t stages) {
+      return staged_smem_bytes(np * plane_cells, np * wb_plane, staged_buffer(np), stages);
+    };
+    const int64_t p_hi = std::min({planes, int64_t(g.c_in), ceil_div(planes, sms),
+                                   int64_t(DW_MAX_THREADS) * DW_WEIGHT_PREFETCH / wb_plane});
+    int64_t p_want = std::max<int64_t>(1, std::min(p_hi, kStagedItems / items_plane));
+    while (p_want > 1 && smem_of(p_want, DW_MIN_STAGES) > smem_cap) --p_want;
+    if (smem_of(p_want, DW_MIN_STAGES) <= smem_cap) {
+      for (int64_t np = p_want; np >= std::max<int64_t>(1, (p_want + 1) / 2); --np) {
+        const int w = staged_copy_bytes(p.x, np * g.in_sp * esize);
+        if (w > copy_bytes) {
+          copy_bytes = w;
+          best.planes = np;
+        }
+      }
+    }
+    if (copy_bytes >= 4 && ceil_div(planes, best.planes) > std::numeric_limits<int32_t>::max()) copy_bytes = 0;
+    if (copy_bytes >= 4) {
+      const int64_t np = best.planes;
+      best.tile_rows = rg_full;
+      // One item per thread where P allows, and every weight in the register prefetch.
+      const int64_t want =
+          std::max(round_up(np * items_plane, 32), round_up(ceil_div(np * wb_plane, DW_WEIGHT_PREFETCH), 32));
+      best.threads = std::min<int64_t>(DW_MAX_THREADS, std::max<int64_t>(64, want));
+      stage_bytes = staged_buffer(np);
+    }
+  }
+  const bool staged = copy_bytes >= 4;
 
   // Candidates: tile_rows row groups per tile (all of a plane, then P planes
   // per tile, or a band) x CTA size; cost = waves x instructions of one tile,
   // with instructions per thread ~ item rounds x item work + box cells x load work.
-  const int sms = device_sms_or_default();
   const bool unrolled = variant != DW_GENERIC;
   const double item_cost =
       unrolled ? double(ir * ic * kh * kw) + double((ir - 1) * sh + kh) * double(ceil_div((ic - 1) * sw + kw, 4)) +
                      double(kh * kw) + double(ir * ic * 4) + 40.0
                : 1.25 * double(ic * kh * kw) + double(kh * kw) + double(ic * 4) + 40.0;
   const double load_cost = col_tiles == 1 ? kLoadCost : kLoadCostRecomputed;
-  Choice best;
-  for (int64_t rt = 1; rt <= rg_full; ++rt) {
+  for (int64_t rt = 1; rt <= rg_full && !staged; ++rt) {
     const int64_t rows = box_rows(rt);
     const int64_t plane_cells = rows * box_cols(ct);
     if (plane_cells > max_box) break;
@@ -177,6 +289,8 @@ bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling*
   t.rows_fixed = t.row_tiles == 1;
   t.cols_fixed = t.col_tiles == 1;
   t.smem_bytes = dw_smem_floats(t.box_cells, t.weight_cells + t.bias_cells) * static_cast<int>(sizeof(float));
+  t.staged = staged;
+  t.div_in_w = FastDiv(static_cast<uint32_t>(g.in[2]));
   t.div_plane_cells = FastDiv(static_cast<uint32_t>(t.plane_cells));
   t.div_box_cols = FastDiv(static_cast<uint32_t>(t.box_cols));
   t.div_tile_cols = FastDiv(static_cast<uint32_t>(t.tile_cols));
@@ -188,16 +302,36 @@ bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling*
   // Persistent grid: as many CTAs as fit on the device at once (each then
   // overlaps its next tile's loads with the current tile's compute).
   int per_sm = 0;
-  const cudaError_t occ = dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
-    using T = typename decltype(tag)::type;
-    return with_kernel<T>(variant, [&](auto kernel) -> cudaError_t {
-      return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, t.threads, t.smem_bytes);
-    });
-  });
-  if (occ != cudaSuccess || per_sm < 1) {
-    cudaGetLastError();
-    per_sm = kDefaultBlocksPerSm;
+  if (staged) {
+    // Stages: the most staged bytes in flight per SM, (stages - 1) x resident
+    // CTAs (more buffers can cost a CTA); fewer buffers on a tie. Without a
+    // device answer, 3 if they fit.
+    t.copy_bytes = copy_bytes;
+    t.stage_bytes = static_cast<int>(stage_bytes);
+    t.smem_limit = smem_optin;
+    const int64_t cap = std::min<int64_t>(smem_optin, kStagedSmemCap);
+    int best_stages = 0, best_score = 0;
+    for (int st = DW_MIN_STAGES; st <= DW_MAX_STAGES; ++st) {
+      const int64_t smem = staged_smem_bytes(t.box_cells, t.weight_cells + t.bias_cells, stage_bytes, st);
+      if (smem > cap) break;
+      t.stages = st;
+      t.smem_bytes = static_cast<int>(smem);
+      const int blocks = blocks_per_sm(p.dtype, t);
+      const int score = blocks < 1 ? (st <= 3 ? st : 0) : blocks * (st - 1);
+      if (score > best_score) {
+        best_score = score;
+        best_stages = st;
+        per_sm = blocks;
+      }
+    }
+    if (best_stages == 0) return false;  // cannot happen: the choice above checked DW_MIN_STAGES
+    t.stages = best_stages;
+    t.smem_bytes = static_cast<int>(staged_smem_bytes(t.box_cells, t.weight_cells + t.bias_cells, stage_bytes,
+                                                      best_stages));
+  } else {
+    per_sm = blocks_per_sm(p.dtype, t);
   }
+  if (per_sm < 1) per_sm = kDefaultBlocksPerSm;
   t.grid = static_cast<int>(std::min<int64_t>(t.tiles, int64_t(sms) * per_sm));
   *out = t;
   return true;
@@ -206,13 +340,26 @@ bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling*
 cudaError_t run_depthwise(const DepthwiseTiling& t, const ConvGeometry& g, const ConvParams& p, cudaStream_t stream) {
   // What the kernel relies on (plan_depthwise guarantees it; a damaged plan must not run).
   if (t.tiles < 1 || t.grid < 1 || t.grid > t.tiles || t.threads < 32 || t.threads > DW_MAX_THREADS ||
-      t.threads % 32 != 0 || t.box_cells > t.threads * DW_PREFETCH ||
+      t.threads % 32 != 0 || (!t.staged && t.box_cells > t.threads * DW_PREFETCH) ||
       t.weight_cells + t.bias_cells > t.threads * DW_WEIGHT_PREFETCH || t.box_cols % 4 != 0 ||
       t.variant < 0 || t.variant >= DW_VARIANTS)
     return cudaErrorInvalidValue;
+  const int64_t elem_bytes = dtype_size(p.dtype);
+  // Staged: whole-plane tiles, every tile's chunk start a multiple of the copy
+  // width (x's alignment is part of the plan-cache key, so a plan only meets
+  // the x it was made for), the buffers as large as P planes.
+  if (t.staged &&
+      (t.row_tiles != 1 || t.col_tiles != 1 || t.stages < DW_MIN_STAGES || t.stages > DW_MAX_STAGES ||
+       (t.copy_bytes != 4 && t.copy_bytes != 8 && t.copy_bytes != 16) ||
+       !is_aligned(p.x, static_cast<uintptr_t>(t.copy_bytes)) ||
+       (int64_t(t.planes) * g.in_sp * elem_bytes) % t.copy_bytes != 0 ||
+       t.stage_bytes % 16 != 0 || int64_t(t.stage_bytes) < int64_t(t.planes) * g.in_sp * elem_bytes ||
+       int64_t(t.smem_bytes) != staged_smem_bytes(t.box_cells, t.weight_cells + t.bias_cells, t.stage_bytes,
+                                                  t.stages)))
+    return cudaErrorInvalidValue;
   // y stores: 4 outputs at once needs out_w % 4 == 0 (every row start and item
   // column is then a multiple of 4) and y aligned to 4 elements; pairs likewise.
-  const uintptr_t elem = static_cast<uintptr_t>(dtype_size(p.dtype));
+  const uintptr_t elem = static_cast<uintptr_t>(elem_bytes);
   const int store_mode = (g.out[2] % 4 == 0 && is_aligned(p.y, 4 * elem))   ? 2
                          : (g.out[2] % 2 == 0 && is_aligned(p.y, 2 * elem)) ? 1
                                                                             : 0;
@@ -226,9 +373,11 @@ cudaError_t run_depthwise(const DepthwiseTiling& t, const ConvGeometry& g, const
     a.bias = static_cast<const T*>(p.bias);
     a.y = static_cast<T*>(p.y);
     a.store_mode = store_mode;
-    return with_kernel<T>(t.variant, [&](auto kernel) -> cudaError_t {
-      kernel<<<t.grid, t.threads, t.smem_bytes, stream>>>(a);
-      return cudaGetLastError();
+    return dispatch_bool(t.staged, [&](auto STAGED) -> cudaError_t {
+      return with_kernel<T, STAGED.value>(t.variant, t.smem_bytes, t.smem_limit, [&](auto kernel) -> cudaError_t {
+        kernel<<<t.grid, t.threads, t.smem_bytes, stream>>>(a);
+        return cudaGetLastError();
+      });
     });
   });
 }
@@ -238,7 +387,7 @@ std::string depthwise_kernel_name(const DepthwiseTiling& t, const ConvParams& p)
   const std::string v = t.variant == DW_GENERIC
                             ? std::string("generic")
                             : "k" + std::to_string(s.k) + "s" + std::to_string(s.s);
-  return std::string("depthwise<") + dtype_name(p.dtype) + "," + v + ">";
+  return std::string("depthwise<") + dtype_name(p.dtype) + "," + v + (t.staged ? ",staged>" : ">");
 }
 
 }  // namespace trt_fastops::conv

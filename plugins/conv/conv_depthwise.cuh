@@ -35,6 +35,18 @@
 //     output channels of a plane are separate items over the same box.
 //   - y is written per item row: one 8/16-byte store where out_w % 4 == 0 and
 //     y is aligned, pairs where out_w is even, else scalars (store_mode).
+//   - Staged path (DepthwiseTiling::staged, whole-plane tiles): the register
+//     prefetch above keeps only DW_PREFETCH 2-byte loads per thread in flight
+//     (~16 KB per SM: latency-bound at 0.5-1 TB/s). A whole-plane tile's P
+//     planes are one contiguous run of x, so it is copied raw with 4/8/16-byte
+//     cp.async into a shared-memory staging buffer, stages - 1 tiles ahead of
+//     the one being computed (nothing in flight costs registers). After the
+//     wait + barrier, each thread widens its elements of the staged planes
+//     into the box (input (r, c) -> box cell (r + pad_top, c + pad_left);
+//     cells outside the box are skipped). The halo (zero padding) is the same
+//     for every whole-plane tile and never written by that pass, so the box
+//     is zeroed once per CTA. A short last tile leaves stale box planes that
+//     compute skips (q >= planes). Compute is the same as above.
 // Offsets inside a box, a plane and a tile are 32-bit (plan_depthwise keeps
 // them below 2^30); plane indices and tensor offsets are 64-bit.
 #pragma once
@@ -46,6 +58,7 @@
 #include <cuda_runtime.h>
 
 #include "plugins/common/cuda_utils.cuh"
+#include "plugins/common/mma.cuh"
 #include "plugins/conv/conv_activation.cuh"
 #include "plugins/conv/conv_depthwise.h"
 #include "plugins/conv/conv_geometry.h"
@@ -148,6 +161,39 @@ __device__ __forceinline__ void dw_slots(const ConvGeometry& g, const DepthwiseT
   }
 }
 
+// Prefetches the weights, then biases (zeros without bias), of the tile's
+// channels c0 .. c0 + P - 1 into registers (P <= c_in: wraps to channel 0 at
+// most once).
+template <typename T, int NW>
+__device__ __forceinline__ void dw_prefetch_weights(const DepthwiseArgs<T>& a, const DwTile& d,
+                                                    typename DwRaw<T>::type (&wv)[NW], int tid, int threads) {
+  const ConvGeometry& g = a.g;
+  const DepthwiseTiling& t = a.t;
+  const int64_t w_total = int64_t(g.c_out) * g.ks;
+  const int64_t w0 = int64_t(d.c0) * g.kg * g.ks;
+  const int64_t b0 = int64_t(d.c0) * g.kg - t.weight_cells;
+#pragma unroll
+  for (int k = 0; k < NW; ++k) {
+    const int e = tid + k * threads;
+    const bool is_w = e < t.weight_cells;
+    const bool ok = is_w || (e < t.weight_cells + t.bias_cells && a.bias != nullptr);
+    const int64_t total = is_w ? w_total : int64_t(g.c_out);
+    int64_t i = (is_w ? w0 : b0) + e;
+    if (i >= total) i -= total;
+    wv[k] = dw_load((is_w ? a.w : a.bias) + (ok ? i : 0), ok);
+  }
+}
+
+template <typename T, int NW>
+__device__ __forceinline__ void dw_fill_weights(const DepthwiseTiling& t, const typename DwRaw<T>::type (&wv)[NW],
+                                                float* ws, int tid, int threads) {
+#pragma unroll
+  for (int k = 0; k < NW; ++k) {
+    const int e = tid + k * threads;
+    if (e < t.weight_cells + t.bias_cells) ws[e] = dw_to_float<T>(wv[k]);
+  }
+}
+
 // Issues the tile's loads into registers (zero outside x). slot + shift is the
 // cell's offset from plane q0's first element: inside x exactly when it is in
 // [0, limit), with limit = the planes that exist (whole-plane tiles; rows
@@ -171,21 +217,7 @@ __device__ __forceinline__ void dw_prefetch(const DepthwiseArgs<T>& a, const DwT
     const bool ok = static_cast<unsigned>(e) < static_cast<unsigned>(limit);
     xv[k] = dw_load(xt + (ok ? e : 0), ok);
   }
-  // Weights, then biases (zeros without bias), of channels c0 .. c0 + P - 1
-  // (P <= c_in: wraps to channel 0 at most once).
-  const int64_t w_total = int64_t(g.c_out) * g.ks;
-  const int64_t w0 = int64_t(d.c0) * g.kg * g.ks;
-  const int64_t b0 = int64_t(d.c0) * g.kg - t.weight_cells;
-#pragma unroll
-  for (int k = 0; k < NW; ++k) {
-    const int e = tid + k * threads;
-    const bool is_w = e < t.weight_cells;
-    const bool ok = is_w || (e < t.weight_cells + t.bias_cells && a.bias != nullptr);
-    const int64_t total = is_w ? w_total : int64_t(g.c_out);
-    int64_t i = (is_w ? w0 : b0) + e;
-    if (i >= total) i -= total;
-    wv[k] = dw_load((is_w ? a.w : a.bias) + (ok ? i : 0), ok);
-  }
+  dw_prefetch_weights(a, d, wv, tid, threads);
 }
 
 template <typename T, int N, int NW>
@@ -197,10 +229,97 @@ __device__ __forceinline__ void dw_fill_smem(const DepthwiseTiling& t, const typ
     const int u = tid + k * threads;
     if (u < t.box_cells) xs[u] = dw_to_float<T>(xv[k]);
   }
-#pragma unroll
-  for (int k = 0; k < NW; ++k) {
-    const int e = tid + k * threads;
-    if (e < t.weight_cells + t.bias_cells) ws[e] = dw_to_float<T>(wv[k]);
+  dw_fill_weights<T>(t, wv, ws, tid, threads);
+}
+
+// ---- Staged path: cp.async of whole planes --------------------------------
+
+// W bytes (4, 8, 16) from global to shared memory, asynchronously; only the
+// first src_bytes (<= W) are read, the rest of the W is zero-filled (a chunk
+// tail never reads past x's end). Both addresses are W-aligned.
+template <int W>
+__device__ __forceinline__ void dw_cp_async(void* smem, const void* gmem, int src_bytes) {
+  static_assert(W == 4 || W == 8 || W == 16, "cp.async copies 4, 8 or 16 bytes");
+  if constexpr (W == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+                 "r"(src_bytes)
+                 : "memory");
+  } else {  // .cg is 16-byte only
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(smem)), "l"(gmem), "n"(W),
+                 "r"(src_bytes)
+                 : "memory");
+  }
+}
+
+// cp.async.wait_group takes an immediate: n = stages - 2 (0..DW_MAX_STAGES - 2).
+__device__ __forceinline__ void dw_cp_async_wait(int n) {
+  static_assert(DW_MAX_STAGES - 2 <= 2, "extend the cases below");
+  if (n <= 0) {
+    cp_async_wait<0>();
+  } else if (n == 1) {
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<2>();
+  }
+}
+
+template <int W>
+__device__ __forceinline__ void dw_stage_copy(const unsigned char* src, unsigned char* dst, int bytes, int tid,
+                                              int threads) {
+  for (int o = tid * W; o < bytes; o += threads * W) {
+    const int n = bytes - o;
+    dw_cp_async<W>(dst + o, src + o, n < W ? n : W);
+  }
+}
+
+// Issues the cp.async of whole-plane tile `tile` (planes tile * P .. + P - 1,
+// fewer in the last tile) into `stage`: one contiguous run of x, whose start
+// is a multiple of copy_bytes (plan_depthwise checked x and P * in_sp).
+template <typename T>
+__device__ __forceinline__ void dw_stage_issue(const DepthwiseArgs<T>& a, int64_t tile, unsigned char* stage, int tid,
+                                               int threads) {
+  const ConvGeometry& g = a.g;
+  const DepthwiseTiling& t = a.t;
+  const int64_t q0 = tile * t.planes;
+  const int64_t left = g.batch * g.c_in - q0;
+  const int n = static_cast<int>(left < t.planes ? left : t.planes);
+  const int bytes = n * static_cast<int>(g.in_sp) * static_cast<int>(sizeof(T));  // <= stage_bytes
+  const unsigned char* src = reinterpret_cast<const unsigned char*>(a.x + q0 * g.in_sp);
+  if (t.copy_bytes == 16) {
+    dw_stage_copy<16>(src, stage, bytes, tid, threads);
+  } else if (t.copy_bytes == 8) {
+    dw_stage_copy<8>(src, stage, bytes, tid, threads);
+  } else {
+    dw_stage_copy<4>(src, stage, bytes, tid, threads);
+  }
+}
+
+// Widens the staged raw planes of tile d into the box. Thread tid handles
+// plane elements rem = tid % in_sp + k * threads of planes b0, b0 + ppp, ...
+// (ppp = planes per pass: several when a plane has fewer elements than the
+// CTA has threads), so the (row, column) -> box-cell math is done once per
+// element position, not once per element; a warp reads consecutive raw
+// elements and writes consecutive box words of a row.
+template <typename T>
+__device__ __forceinline__ void dw_widen(const ConvGeometry& g, const DepthwiseTiling& t, const DwTile& d,
+                                         const unsigned char* stage, float* xs, int b0, int rem0, int ppp,
+                                         int threads) {
+  using Raw = typename DwRaw<T>::type;
+  const Raw* raw = reinterpret_cast<const Raw*>(stage);
+  const int in_sp = static_cast<int>(g.in_sp), in_w = g.in[2];
+  const int64_t left = g.batch * g.c_in - d.q0;
+  const int n = static_cast<int>(left < t.planes ? left : t.planes);
+  for (int rem = rem0; rem < in_sp; rem += threads) {
+    const int r = static_cast<int>(t.div_in_w.div(static_cast<uint32_t>(rem)));
+    const int br = r - d.ih_lo;                // box row (ih_lo = -pad_top: whole planes)
+    const int bc = rem - r * in_w - d.iw_lo;   // box column
+    if (static_cast<unsigned>(br) >= static_cast<unsigned>(t.box_rows) ||
+        static_cast<unsigned>(bc) >= static_cast<unsigned>(t.box_cols))
+      continue;  // an input cell no output reads (cropping pads, stride remainder)
+    float* dst = xs + br * t.box_cols + bc;
+    const Raw* src = raw + rem;
+#pragma unroll 4
+    for (int b = b0; b < n; b += ppp) dst[b * t.plane_cells] = dw_to_float<T>(src[b * in_sp]);
   }
 }
 
@@ -374,25 +493,23 @@ __device__ __forceinline__ void dw_compute_generic(const DepthwiseArgs<T>& a, co
 // weights and R x 4 accumulators live for ILP on top of the DW_PREFETCH
 // prefetch registers (up to 128 registers: 2 CTAs of 256 threads per SM, whose
 // prefetches keep ~16 KB of 16-bit input in flight per SM); the generic
-// variant fits 80 (3 CTAs).
-constexpr int dw_min_blocks(int k) { return k == 0 ? 3 : 2; }
+// variant fits 80 (3 CTAs). The staged path holds no input in registers: 3
+// CTAs (80 registers) for every variant (shared memory usually allows 2-3).
+constexpr int dw_min_blocks(int k, bool staged) { return k == 0 || staged ? 3 : 2; }
 
-// K == 0: the generic variant (S unused). Dynamic shared memory
-// (DepthwiseTiling::smem_bytes, dw_smem_floats): box_cells floats of input,
-// weight_cells + bias_cells floats of weights and biases (padded to 4),
+// Register-prefetch path (any tiling). Shared memory: box_cells floats of
+// input, weight_cells + bias_cells floats of weights and biases (padded to 4),
 // box_cells int slots.
 template <typename T, int K, int S>
-__global__ void __launch_bounds__(DW_MAX_THREADS, dw_min_blocks(K)) conv_depthwise_kernel(const DepthwiseArgs<T> a) {
+__device__ __forceinline__ void dw_run_registers(const DepthwiseArgs<T>& a, float4* smem) {
   using Raw = typename DwRaw<T>::type;
   constexpr int IR = dw_item_rows(K, S);
-  extern __shared__ float4 dw_smem[];
-  float* xs = reinterpret_cast<float*>(dw_smem);
+  float* xs = reinterpret_cast<float*>(smem);
   float* ws = xs + a.t.box_cells;
   int* slots = reinterpret_cast<int*>(ws + dw_round4(a.t.weight_cells + a.t.bias_cells));
   const int tid = threadIdx.x;
   const int threads = blockDim.x;
   int tile = blockIdx.x;
-  if (tile >= a.t.tiles) return;
 
   DwTile cur = dw_tile<IR>(a.g, a.t, tile);
   dw_slots(a.g, a.t, cur, tid, threads, slots);
@@ -419,6 +536,89 @@ __global__ void __launch_bounds__(DW_MAX_THREADS, dw_min_blocks(K)) conv_depthwi
     if (!more) break;
     tile = static_cast<int>(next);
     cur = nxt;
+  }
+}
+
+// Staged path (whole-plane tiles). Shared memory: box_cells floats of input,
+// weight_cells + bias_cells floats (padded to 4), then `stages` staging
+// buffers of stage_bytes (multiples of 16). The CTA's i-th tile is staged in
+// buffer i % stages; stages - 1 tiles are in flight while one is computed.
+template <typename T, int K, int S>
+__device__ __forceinline__ void dw_run_staged(const DepthwiseArgs<T>& a, float4* smem) {
+  using Raw = typename DwRaw<T>::type;
+  constexpr int IR = dw_item_rows(K, S);
+  const DepthwiseTiling& t = a.t;
+  float* xs = reinterpret_cast<float*>(smem);
+  float* ws = xs + t.box_cells;
+  unsigned char* staging = reinterpret_cast<unsigned char*>(ws + dw_round4(t.weight_cells + t.bias_cells));
+  const int tid = threadIdx.x;
+  const int threads = blockDim.x;
+  const int stages = t.stages;
+  int tile = blockIdx.x;
+
+  // Tiles i = 0 .. stages - 2 of this CTA in flight first; one commit group
+  // per tile (empty past the last) so that group counts stay uniform.
+  for (int s = 0; s < stages - 1; ++s) {
+    const int64_t ahead = int64_t(tile) + int64_t(s) * gridDim.x;
+    if (ahead < t.tiles) dw_stage_issue(a, ahead, staging + s * t.stage_bytes, tid, threads);
+    cp_async_commit();
+  }
+  // The halo is zero for every whole-plane tile and dw_widen never writes it:
+  // zero the box once (box_cells is a multiple of 4).
+  for (int u = tid; u < t.box_cells / 4; u += threads) smem[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+  const int in_sp = static_cast<int>(a.g.in_sp);
+  const int ppp = threads > in_sp ? threads / in_sp : 1;  // planes per widening pass
+  const int b0 = tid / in_sp;                             // 0 unless in_sp < threads
+  const int rem0 = tid - b0 * in_sp;
+  const bool widens = b0 < ppp;
+
+  DwTile cur = dw_tile<IR>(a.g, t, tile);
+  Raw wv[DW_WEIGHT_PREFETCH];
+  dw_prefetch_weights(a, cur, wv, tid, threads);
+  int stage = 0;  // buffer of the current tile
+  for (;;) {
+    dw_cp_async_wait(stages - 2);  // this thread's copies of the current tile have landed
+    // Everyone's copies are visible; the previous tile's compute (box) and
+    // widening (its buffer, the one refilled next) are done.
+    __syncthreads();
+    const int refill = stage == 0 ? stages - 1 : stage - 1;
+    const int64_t ahead = int64_t(tile) + int64_t(stages - 1) * gridDim.x;
+    if (ahead < t.tiles) dw_stage_issue(a, ahead, staging + refill * t.stage_bytes, tid, threads);
+    cp_async_commit();
+    if (widens) dw_widen<T>(a.g, t, cur, staging + stage * t.stage_bytes, xs, b0, rem0, ppp, threads);
+    dw_fill_weights<T>(t, wv, ws, tid, threads);
+    __syncthreads();
+    const int64_t next = int64_t(tile) + gridDim.x;
+    const bool more = next < t.tiles;
+    DwTile nxt = cur;
+    if (more) {
+      nxt = dw_tile<IR>(a.g, t, static_cast<int>(next));
+      dw_prefetch_weights(a, nxt, wv, tid, threads);
+    }
+    if constexpr (K == 0) {
+      dw_compute_generic(a, cur, xs, ws, tid, threads);
+    } else {
+      dw_compute_unrolled<T, K, S>(a, cur, xs, ws, tid, threads);
+    }
+    if (!more) break;
+    tile = static_cast<int>(next);
+    cur = nxt;
+    stage = stage + 1 == stages ? 0 : stage + 1;
+  }
+  cp_async_wait<0>();  // no copy outlives the CTA (the trailing groups are empty)
+}
+
+// K == 0: the generic variant (S unused). Dynamic shared memory:
+// DepthwiseTiling::smem_bytes (layouts above).
+template <typename T, int K, int S, bool STAGED>
+__global__ void __launch_bounds__(DW_MAX_THREADS, dw_min_blocks(K, STAGED))
+    conv_depthwise_kernel(const DepthwiseArgs<T> a) {
+  extern __shared__ float4 dw_smem[];
+  if (static_cast<int>(blockIdx.x) >= a.t.tiles) return;
+  if constexpr (STAGED) {
+    dw_run_staged<T, K, S>(a, dw_smem);
+  } else {
+    dw_run_registers<T, K, S>(a, dw_smem);
   }
 }
 

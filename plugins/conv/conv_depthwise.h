@@ -47,6 +47,7 @@ constexpr int dw_item_rows(int k, int s) { return k == 0 ? 1 : (s == 1 && k <= 5
 constexpr int DW_MAX_THREADS = 256;
 constexpr int DW_PREFETCH = 16;        // input elements each thread holds in registers per tile
 constexpr int DW_WEIGHT_PREFETCH = 4;  // weights each thread holds in registers per tile
+constexpr int DW_MIN_STAGES = 2, DW_MAX_STAGES = 4;  // staged path: cp.async buffers per CTA
 
 // The tiling of one launch. A tile is P consecutive (image, channel) planes
 // x a band of output rows x a band of output columns; P > 1 only when one
@@ -54,6 +55,10 @@ constexpr int DW_WEIGHT_PREFETCH = 4;  // weights each thread holds in registers
 // outside x) goes to shared memory once as float32, with the weights and
 // biases of its P * kg output channels; a persistent grid walks the tiles, each CTA
 // prefetching its next tile into registers while it computes the current one.
+// Staged (whole planes only): the tile's P planes are one contiguous run of
+// x, copied raw by cp.async into one of `stages` shared-memory buffers
+// several tiles ahead, then widened into the box; box_cells is then bounded
+// by shared memory instead of DW_PREFETCH registers per thread.
 struct DepthwiseTiling {
   int variant = DW_GENERIC;
   int item_rows = 1;     // output rows per item
@@ -65,7 +70,7 @@ struct DepthwiseTiling {
   int tiles = 0;         // plane blocks * row_tiles * col_tiles (< 2^31)
   int box_rows = 0, box_cols = 0;    // input box per plane; box_cols a multiple of 4
   int plane_cells = 0;   // box_rows * box_cols
-  int box_cells = 0;     // P * plane_cells <= threads * DW_PREFETCH
+  int box_cells = 0;     // P * plane_cells <= threads * DW_PREFETCH (staged: shared memory bounds it)
   int weight_cells = 0;  // P * kg * ks
   int bias_cells = 0;    // P * kg; weight_cells + bias_cells <= threads * DW_WEIGHT_PREFETCH
   int items = 0;         // P * kg * RT * CT
@@ -73,22 +78,31 @@ struct DepthwiseTiling {
   bool cols_fixed = false;  // col_tiles == 1: box slots are the same for every tile
   int grid = 0;          // CTAs (<= tiles)
   int smem_bytes = 0;
+  bool staged = false;   // whole-plane tiles through cp.async staging buffers
+  int stages = 0;        // staged: buffers (DW_MIN_STAGES..DW_MAX_STAGES), tiles in flight = stages - 1
+  int copy_bytes = 0;    // staged: cp.async width (4, 8, 16); x and P * in_sp elements are multiples of it
+  int stage_bytes = 0;   // staged: one buffer, P * in_sp elements rounded up to 16 bytes
+  int smem_limit = 0;    // staged: the kernel's dynamic shared-memory opt-in (the device's maximum)
   FastDiv div_plane_cells, div_box_cols;  // box slot -> (plane, row, col)
   FastDiv div_tile_cols, div_tile_rows, div_kg;  // item -> (plane, channel, row group, column group)
   FastDiv div_col_tiles, div_row_tiles;          // tile -> (plane block, row tile, column tile)
+  FastDiv div_in_w;      // staged: plane element -> (row, column)
 };
 
 // True when p (already validated into g) can run on the depthwise kernel, with
 // its tiling in *t: Conv (not ConvTranspose), 1-D or 2-D, c_in == group, an
 // input box of some tile and one plane's weights fit the per-thread register
-// prefetch, and the offsets stay in the kernel's 32-bit ranges. Queries the
-// current device (SM count, occupancy) for the grid size; planning only.
+// prefetch (or, staged, a whole plane's box fits shared memory and x's
+// alignment allows cp.async of at least 4 bytes), and the offsets stay in the
+// kernel's 32-bit ranges. Queries the current device (SM count, shared memory,
+// occupancy) for the grid size and the staged choice; planning only. The plan
+// depends on x's alignment (part of the plan-cache key).
 bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling* t);
 
 // Enqueues the depthwise kernel (never synchronises or allocates).
 cudaError_t run_depthwise(const DepthwiseTiling& t, const ConvGeometry& g, const ConvParams& p, cudaStream_t stream);
 
-// "depthwise<float16,k3s1>", "depthwise<float32,generic>".
+// "depthwise<float16,k3s1>", "depthwise<float32,generic>", "depthwise<float16,k3s2,staged>".
 std::string depthwise_kernel_name(const DepthwiseTiling& t, const ConvParams& p);
 
 }  // namespace trt_fastops::conv

@@ -133,6 +133,16 @@ CASES = [
     (C("dw_many_planes_mult2", 5, 61, 122, (7, 7), (3, 3), group=61, pads_begin=(1, 1), pads_end=(1, 1),
        activation="gelu"), False),
     (C("dw7x7_many_planes", 6, 37, 37, (7, 7), (7, 7), group=37, pads_begin=(3, 3), pads_end=(3, 3)), False),
+    # The staged path (whole planes copied with cp.async, STAGED_CASES below checks it is taken):
+    # plane bytes not a multiple of 16 (7x7: 98 float16 bytes, 14x14: 392), a short last tile
+    # (batch * channels not a multiple of P), a channel multiplier with tiles wrapping channels.
+    (C("dw_staged_7x7_short", 9, 61, 61, (7, 7), (3, 3), group=61, pads_begin=(1, 1), pads_end=(1, 1),
+       activation="relu"), False),
+    (C("dw_staged_14x14_k7", 3, 97, 97, (14, 14), (7, 7), group=97, pads_begin=(3, 3), pads_end=(3, 3)), False),
+    (C("dw_staged_mult2_s2", 5, 41, 82, (16, 16), (3, 3), group=41, stride=(2, 2), pads_begin=(1, 1),
+       pads_end=(1, 1), activation="silu"), False),
+    (C("dw_staged_3x3s2_28", 4, 48, 48, (28, 28), (3, 3), group=48, stride=(2, 2), pads_begin=(1, 1),
+       pads_end=(1, 1)), False),
 ]
 BACKENDS = ["auto", "fallback", "gemm", "gather", "direct", "depthwise"]
 DTYPES = ["float16", "bfloat16", "float32"]
@@ -415,7 +425,58 @@ def test_depthwise_misaligned_pointers(dtype, workspaces):
     y.fill_(float("nan"))
     info = run(torch, _C, case, dtype, x, w, b, y, backend="depthwise", workspaces=workspaces)
     torch.cuda.synchronize()
-    assert info["fallback_kernel"] == f"depthwise<{dtype},k3s1>", info
+    # float32 x one element off is still 4-byte aligned: the staged path copies 4 bytes at a time
+    staged = ",staged" if dtype == "float32" else ""
+    assert info["fallback_kernel"] == f"depthwise<{dtype},k3s1{staged}>", info
+    ratio = max_error_ratio(torch, y, reference(torch, case, x, w, b), reference(torch, case, x, w, b, absolute=True),
+                            dtype)
+    assert ratio <= 1.0, ratio
+
+
+# The depthwise kernel's staged path (whole-plane tiles copied into shared memory with cp.async):
+# (case, variant). Besides the CASES entries above: many tiles per CTA (every staging buffer
+# refilled, a short last tile), and the MobileNetV2 bench shape (9 planes per tile, 3-4 buffers).
+STAGED_CASES = [
+    (C("dw_staged_7x7_short", 9, 61, 61, (7, 7), (3, 3), group=61, pads_begin=(1, 1), pads_end=(1, 1),
+       activation="relu"), "k3s1"),
+    (C("dw_staged_14x14_k7", 3, 97, 97, (14, 14), (7, 7), group=97, pads_begin=(3, 3), pads_end=(3, 3)), "k7s1"),
+    (C("dw_staged_mult2_s2", 5, 41, 82, (16, 16), (3, 3), group=41, stride=(2, 2), pads_begin=(1, 1),
+       pads_end=(1, 1), activation="silu"), "k3s2"),
+    (C("dw_staged_1d_reuse", 3, 1333, 1333, (512,), (5,), group=1333, pads_begin=(2,), pads_end=(2,),
+       activation="gelu"), "generic"),
+    (C("dw_staged_mbv2_s2", 32, 192, 192, (28, 28), (3, 3), group=192, stride=(2, 2), pads_begin=(1, 1),
+       pads_end=(1, 1), activation="relu"), "k3s2"),
+    (C("dw_staged_56_k3", 8, 144, 144, (56, 56), (3, 3), group=144, pads_begin=(1, 1), pads_end=(1, 1)), "k3s1"),
+    (C("dw_staged_negative_pads", 2, 3, 3, (30, 31), (3, 3), group=3, pads_begin=(-4, -5), pads_end=(-3, -6)),
+     "k3s1"),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case,variant", STAGED_CASES, ids=[c.name for c, _ in STAGED_CASES])
+def test_depthwise_staged(case, variant, dtype, workspaces):
+    for backend in ("depthwise", "fallback"):
+        info = _check(case, dtype, backend, workspaces, seed=7)
+        assert info["fallback_kernel"] == f"depthwise<{dtype},{variant},staged>", info
+
+
+@pytest.mark.parametrize("dtype,offset", [("float16", 1), ("float16", 2), ("float16", 4), ("bfloat16", 2),
+                                          ("float32", 1), ("float32", 2)])
+def test_depthwise_staged_misaligned_x(dtype, offset, workspaces):
+    # x `offset` elements past a 256-byte aligned allocation: 2 bytes (16-bit) cannot be copied
+    # with cp.async (the register path runs), 4 / 8 bytes give 4 / 8-byte copies.
+    case = C("dw_staged_misaligned_x", 3, 20, 20, (14, 14), (3, 3), group=20, pads_begin=(1, 1),
+             pads_end=(1, 1), activation="relu")
+    dt = getattr(torch, dtype)
+    x0, w, b = make_inputs(torch, case, dtype, seed=11)
+    base = torch.empty(x0.numel() + 16, dtype=dt, device="cuda")
+    x = base[offset:offset + x0.numel()].view(x0.shape)
+    x.copy_(x0)
+    y = torch.full(case.y_shape(), float("nan"), dtype=dt, device="cuda")
+    info = run(torch, _C, case, dtype, x, w, b, y, backend="depthwise", workspaces=workspaces)
+    torch.cuda.synchronize()
+    staged = offset * x.element_size() >= 4
+    assert info["fallback_kernel"] == f"depthwise<{dtype},k3s1{',staged' if staged else ''}>", info
     ratio = max_error_ratio(torch, y, reference(torch, case, x, w, b), reference(torch, case, x, w, b, absolute=True),
                             dtype)
     assert ratio <= 1.0, ratio
