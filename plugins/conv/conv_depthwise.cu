@@ -37,10 +37,8 @@ constexpr double kLoadCost = 8.0;
 constexpr double kLoadCostRecomputed = 20.0;
 constexpr double kTileCost = 200.0;
 
-// Staged path: a tile's P planes give about this many items (one per thread
-// of a full CTA), and one CTA's shared memory stays below kStagedSmemCap so
-// that two fit on an SM (compute needs the warps).
-constexpr int64_t kStagedItems = DW_MAX_THREADS;
+// Staged path: one CTA's shared memory stays below kStagedSmemCap so that two
+// fit on an SM (compute needs the warps).
 constexpr int64_t kStagedSmemCap = 113 * 1024;
 constexpr int kDefaultSmemOptin = 48 * 1024;  // when the device cannot be queried
 
@@ -135,7 +133,7 @@ struct Choice {
 
 }  // namespace
 
-bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling* out) {
+bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling* out, int staged_items) {
   if (p.transpose || g.transpose || g.cg != 1 || g.in[0] != 1 || g.kernel[0] != 1 || g.out[0] != 1 ||
       g.pad[0] != 0)
     return false;
@@ -179,7 +177,7 @@ bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling*
 
   // Staged path: whole-plane tiles (one row tile, one column tile) whose box,
   // weights and two staging buffers fit shared memory, with a cp.async width
-  // of at least 4 bytes. P: about kStagedItems items per tile, at least one
+  // of at least 4 bytes. P: about staged_items items per tile, at least one
   // tile per SM, the weights' register prefetch; among P / 2 .. P the widest
   // copy wins (e.g. 7x7 float16 planes are 98 bytes: P a multiple of 8 copies
   // 16 bytes at a time).
@@ -190,7 +188,8 @@ bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling*
   const int64_t esize = dtype_size(p.dtype);
   const int64_t wb_plane = kg * (ks + 1);  // weights and biases of one plane
   auto staged_buffer = [&](int64_t np) { return round_up(np * g.in_sp * esize, 16); };
-  if (col_tiles == 1) {
+  if (col_tiles == 1 && staged_items >= 0) {
+    const int64_t staged_want = staged_items > 0 ? staged_items : DW_STAGED_ITEMS;
     const int64_t plane_cells = box_rows(rg_full) * box_cols(ct);
     const int64_t items_plane = kg * rg_full * ct;
     const int64_t smem_cap = std::min<int64_t>(smem_optin, kStagedSmemCap);
@@ -199,7 +198,7 @@ bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling*
     };
     const int64_t p_hi = std::min({planes, int64_t(g.c_in), ceil_div(planes, sms),
                                    int64_t(DW_MAX_THREADS) * DW_WEIGHT_PREFETCH / wb_plane});
-    int64_t p_want = std::max<int64_t>(1, std::min(p_hi, kStagedItems / items_plane));
+    int64_t p_want = std::max<int64_t>(1, std::min(p_hi, staged_want / items_plane));
     while (p_want > 1 && smem_of(p_want, DW_MIN_STAGES) > smem_cap) --p_want;
     if (smem_of(p_want, DW_MIN_STAGES) <= smem_cap) {
       for (int64_t np = p_want; np >= std::max<int64_t>(1, (p_want + 1) / 2); --np) {

@@ -45,6 +45,10 @@ constexpr int DW_ITEM_COLS = 4;
 constexpr int dw_item_rows(int k, int s) { return k == 0 ? 1 : (s == 1 && k <= 5) ? 4 : 2; }
 
 constexpr int DW_MAX_THREADS = 256;
+// Staged path: a tile's P planes give about this many items by default (one
+// per thread of a full CTA); autotuning also tries smaller tiles (more CTAs
+// per SM, more tiles per CTA).
+constexpr int DW_STAGED_ITEMS = DW_MAX_THREADS;
 constexpr int DW_PREFETCH = 16;        // input elements each thread holds in registers per tile
 constexpr int DW_WEIGHT_PREFETCH = 4;  // weights each thread holds in registers per tile
 constexpr int DW_MIN_STAGES = 2, DW_MAX_STAGES = 4;  // staged path: cp.async buffers per CTA
@@ -97,7 +101,9 @@ struct DepthwiseTiling {
 // kernel's 32-bit ranges. Queries the current device (SM count, shared memory,
 // occupancy) for the grid size and the staged choice; planning only. The plan
 // depends on x's alignment (part of the plan-cache key).
-bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling* t);
+// staged_items: the staged path's items per tile (0: DW_STAGED_ITEMS; -1:
+// never staged, the register path only), for autotuning (fallback_variants).
+bool plan_depthwise(const ConvParams& p, const ConvGeometry& g, DepthwiseTiling* t, int staged_items = 0);
 
 // Enqueues the depthwise kernel (never synchronises or allocates).
 cudaError_t run_depthwise(const DepthwiseTiling& t, const ConvGeometry& g, const ConvParams& p, cudaStream_t stream);

@@ -255,7 +255,7 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
   }
   ConvGeometry& g = out.geom;
   if (force == FallbackKernel::none || force == FallbackKernel::depthwise) {
-    if (plan_depthwise(p, g, &out.depthwise)) {
+    if (plan_depthwise(p, g, &out.depthwise, variant.dw_items)) {
       out.kernel = FallbackKernel::depthwise;
       *plan = out;
       return Status::ok();
@@ -321,6 +321,12 @@ Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* pl
 
 std::vector<FallbackVariant> fallback_variants(const FallbackPlan& plan) {
   std::vector<FallbackVariant> out;
+  if (plan.kernel == FallbackKernel::depthwise && plan.depthwise.staged) {
+    // Fewer planes per tile: more CTAs per SM and more tiles per CTA for the
+    // copies to overlap (the default suits large planes); or no staging.
+    for (int items : {DW_STAGED_ITEMS / 2, DW_STAGED_ITEMS / 4, -1}) out.push_back({0, 0, items});
+    return out;
+  }
   if (!is_async_gemm(plan.kernel)) return out;
   const ConvGeometry& g = plan.geom;
   // 64-wide tiles double the CTAs (more of them per SM, or a fuller last

@@ -64,14 +64,16 @@ bool conv_output_empty(const ConvParams& p);
 // the planner's own (0: its own; ignored by the other kernels), for
 // autotuning (fallback_variants).
 struct FallbackVariant {
-  int bn = 0;      // 64 or 128
-  int splits = 0;  // 1: no split-K; n > 1: n splits (fewer when K has fewer k tiles)
+  int bn = 0;        // 64 or 128
+  int splits = 0;    // 1: no split-K; n > 1: n splits (fewer when K has fewer k tiles)
+  int dw_items = 0;  // depthwise: staged items per tile (-1: the register path), see plan_depthwise
 };
 Status plan_fallback(const ConvParams& p, FallbackKernel force, FallbackPlan* plan, FallbackVariant variant = {});
 
 // The variants worth timing against the plan plan_fallback chose (itself not
 // included): the other tile width and other split-K factors of a pipelined
-// GEMM; none for the other kernels. The best depends on how the grid fills
+// GEMM; smaller staged tiles and the register path of a staged depthwise
+// plan; none for the other kernels. The best depends on how the grid fills
 // the SMs, which a model cannot tell well enough (bench/NOTES-conv.md).
 std::vector<FallbackVariant> fallback_variants(const FallbackPlan& plan);
 

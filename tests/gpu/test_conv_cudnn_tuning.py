@@ -566,22 +566,31 @@ def test_fallback_replay_under_callers_capture(monkeypatch):
     assert _delta(_fb_stats(), before)["graph_launches"] == 1
 
 
-def test_autotuned_fallback_reports_its_variants(monkeypatch):
-    """Backend 'fallback' with autotuning times the pipelined GEMM's tile widths / split-K factors and
-    keeps the fastest (the description says how many); 'gemm' (forced) is never tuned."""
-    case = C("fb_tune_3x3", 2, 128, 128, (14, 14), (3, 3), pads_begin=(1, 1), pads_end=(1, 1))
+TUNED_FALLBACK_CASES = [
+    (C("fb_tune_3x3", 2, 128, 128, (14, 14), (3, 3), pads_begin=(1, 1), pads_end=(1, 1)),
+     r"gemm_nhwc<float16,bn(64|128)(,split\d)?>"),
+    # staged depthwise: smaller tiles and the register path are its variants
+    (C("fb_tune_dw3x3s2", 8, 48, 48, (28, 28), (3, 3), group=48, stride=(2, 2), pads_begin=(1, 1),
+       pads_end=(1, 1)), r"depthwise<float16,k3s2(,staged)?>"),
+]
+
+
+@pytest.mark.parametrize("case,kernel", TUNED_FALLBACK_CASES, ids=[c.name for c, _ in TUNED_FALLBACK_CASES])
+def test_autotuned_fallback_reports_its_variants(case, kernel, monkeypatch):
+    """Backend 'fallback' with autotuning times the kernel's variants (the pipelined GEMM's tile
+    widths / split-K factors, the depthwise kernel's staged tile sizes) and keeps the fastest (the
+    description says how many); forced kernels ('gemm', 'depthwise') are never tuned."""
     r = Runner(case, "float16", seed=13, backend="fallback")
     _fresh(monkeypatch, autotune="1", replay="1")
     y = r.new_y()
     info = r.plan(y)
     print(info["description"])
-    assert re.match(r"fallback gemm_nhwc<float16,bn(64|128)(,split\d)?> \(best of \d+ variants\) [\d.]+ us$",
-                    info["description"]), info
+    assert re.match("fallback " + kernel + r" \(best of \d+ variants\) [\d.]+ us$", info["description"]), info
     assert info["fallback_us"] > 0, info
     for i in range(3):
         r.x.copy_(torch.randn_like(r.x, dtype=torch.float32).to(r.x.dtype))
         r.forward(y)
         r.check(y, f"tuned fallback, call {i}")
-    forced = Runner(case, "float16", seed=13, backend="gemm")
+    forced = Runner(case, "float16", seed=13, backend="gemm" if kernel.startswith("gemm") else "depthwise")
     finfo = forced.plan(y)
     assert finfo["fallback_us"] == 0 and "best of" not in finfo["description"], finfo
