@@ -133,6 +133,8 @@ CASES = [
     # The staged path with every buffer refilled (several tiles per CTA, P = 2, a short last tile).
     (C("dw_staged_1d_reuse", 3, 1333, 1333, (512,), (5,), group=1333, pads_begin=(2,), pads_end=(2,),
        activation="gelu"), "depthwise", ("depthwise<{t},generic,staged>", "depthwise<{t},generic,staged>")),
+    (C("dw_staged_vec4_crop", 2, 6, 6, (10, 12), (3, 3), group=6, pads_begin=(1, -1), pads_end=(1, -1)),
+     "depthwise", ("depthwise<{t},k3s1,staged>", "depthwise<{t},k3s1,staged>")),
     (C("dw_misaligned", 2, 6, 6, (8, 16), (3, 3), group=6, pads_begin=(1, 1), pads_end=(1, 1)), "depthwise",
      ("depthwise<{t},k3s1>", "depthwise<{t},k3s1,staged>")),
     # tests/gpu/test_conv_cuda.py::test_misaligned_pointers' case (issue 3): x, w and bias one element

@@ -444,6 +444,8 @@ STAGED_CASES = [
        pads_end=(1, 1), activation="silu"), "k3s2"),
     (C("dw_staged_1d_reuse", 3, 1333, 1333, (512,), (5,), group=1333, pads_begin=(2,), pads_end=(2,),
        activation="gelu"), "generic"),
+    # 4-element widening (in_w % 4 == 0) with cropping pads: columns outside the box are skipped
+    (C("dw_staged_vec4_crop", 2, 6, 6, (10, 12), (3, 3), group=6, pads_begin=(1, -1), pads_end=(1, -1)), "k3s1"),
     (C("dw_staged_mbv2_s2", 32, 192, 192, (28, 28), (3, 3), group=192, stride=(2, 2), pads_begin=(1, 1),
        pads_end=(1, 1), activation="relu"), "k3s2"),
     (C("dw_staged_56_k3", 8, 144, 144, (56, 56), (3, 3), group=144, pads_begin=(1, 1), pads_end=(1, 1)), "k3s1"),
