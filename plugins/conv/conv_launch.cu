@@ -118,8 +118,8 @@ FallbackKernel forced_kernel(ConvBackend b) {
   }
 }
 
-// Times plan's fallback and its variants (fallback_variants: tile widths,
-// split-K factors) on p's buffers, with their own workspace, on `stream`,
+// Times plan's fallback and its variants (fallback_variants: the GEMM's tile
+// widths and split-K factors, the depthwise kernel's tile sizes) on p's buffers, with their own workspace, on `stream`,
 // with the harness that timed cuDNN's candidates, and keeps the fastest in
 // plan->fallback, its time in plan->fallback_us. A variant that fails here
 // just does not win (the chosen one's error surfaces when it runs); a
