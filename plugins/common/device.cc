@@ -1,5 +1,7 @@
 #include "plugins/common/device.h"
 
+#include <atomic>
+
 #include <cuda_runtime_api.h>
 
 #include "plugins/common/cuda_status.h"
@@ -34,6 +36,28 @@ int current_device_sms() {
     return 0;
   }
   return sms;
+}
+
+int device_smem_optin(int device) {
+  constexpr int kDefault = 48 * 1024;
+  constexpr int kCachedDevices = 64;
+  static std::atomic<int> cached[kCachedDevices];  // 0: not queried yet (racing first calls store the same)
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return kDefault;
+  }
+  const bool cacheable = device < kCachedDevices;
+  if (cacheable) {
+    const int v = cached[device].load(std::memory_order_relaxed);
+    if (v > 0) return v;
+  }
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess || value <= 0) {
+    cudaGetLastError();
+    return kDefault;
+  }
+  if (cacheable) cached[device].store(value, std::memory_order_relaxed);
+  return value;
 }
 
 int cuda_runtime_version() { return CUDART_VERSION; }

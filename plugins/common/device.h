@@ -25,6 +25,11 @@ Status cuda_device_info(int index, DeviceInfo* info);
 // query's error is cleared so the next launch does not inherit it).
 int current_device_sms();
 
+// Largest dynamic shared memory a CTA may opt into on `device` (< 0: the
+// current one), queried once per device and cached; 48 KiB (what needs no
+// opt-in) when it cannot be asked (the query's error is cleared).
+int device_smem_optin(int device = -1);
+
 // CUDA runtime version the kernel library was linked with (e.g. 13000).
 int cuda_runtime_version();
 

@@ -40,7 +40,7 @@ constexpr double kTileCost = 200.0;
 // Staged path: one CTA's shared memory stays below kStagedSmemCap so that two
 // fit on an SM (compute needs the warps).
 constexpr int64_t kStagedSmemCap = 113 * 1024;
-constexpr int kDefaultSmemOptin = 48 * 1024;  // when the device cannot be queried
+constexpr int kDefaultSmemOptin = 48 * 1024;  // needs no opt-in
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t v, int64_t m) { return ceil_div(v, m) * m; }
@@ -94,17 +94,6 @@ int blocks_per_sm(DType dtype, const DepthwiseTiling& t) {
     return 0;
   }
   return per_sm;
-}
-
-// The device's per-block shared-memory maximum with opt-in.
-int device_smem_optin() {
-  int device = 0, bytes = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess || bytes < 1) {
-    cudaGetLastError();
-    return kDefaultSmemOptin;
-  }
-  return bytes;
 }
 
 // Widest cp.async (16, 8, 4 bytes) that every tile's chunk start allows: x's

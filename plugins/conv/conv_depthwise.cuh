@@ -516,6 +516,17 @@ __device__ __forceinline__ void dw_compute_generic(const DepthwiseArgs<T>& a, co
   }
 }
 
+// One tile's outputs from the box and weights in shared memory (K == 0: the generic variant).
+template <typename T, int K, int S>
+__device__ __forceinline__ void dw_compute(const DepthwiseArgs<T>& a, const DwTile& d, const float* xs,
+                                           const float* ws, int tid, int threads) {
+  if constexpr (K == 0) {
+    dw_compute_generic(a, d, xs, ws, tid, threads);
+  } else {
+    dw_compute_unrolled<T, K, S>(a, d, xs, ws, tid, threads);
+  }
+}
+
 // Register budget: the unrolled variants keep an item's window rows, K x K
 // weights and R x 4 accumulators live for ILP on top of the DW_PREFETCH
 // prefetch registers (up to 128 registers: 2 CTAs of 256 threads per SM, whose
@@ -555,11 +566,7 @@ __device__ __forceinline__ void dw_run_registers(const DepthwiseArgs<T>& a, floa
       if (!a.t.cols_fixed) dw_slots(a.g, a.t, nxt, tid, threads, slots);
       dw_prefetch(a, nxt, slots, xv, wv, tid, threads);
     }
-    if constexpr (K == 0) {
-      dw_compute_generic(a, cur, xs, ws, tid, threads);
-    } else {
-      dw_compute_unrolled<T, K, S>(a, cur, xs, ws, tid, threads);
-    }
+    dw_compute<T, K, S>(a, cur, xs, ws, tid, threads);
     if (!more) break;
     tile = static_cast<int>(next);
     cur = nxt;
@@ -630,11 +637,7 @@ __device__ __forceinline__ void dw_run_staged(const DepthwiseArgs<T>& a, float4*
       nxt = dw_tile<IR>(a.g, t, static_cast<int>(next));
       dw_prefetch_weights(a, nxt, wv, tid, threads);
     }
-    if constexpr (K == 0) {
-      dw_compute_generic(a, cur, xs, ws, tid, threads);
-    } else {
-      dw_compute_unrolled<T, K, S>(a, cur, xs, ws, tid, threads);
-    }
+    dw_compute<T, K, S>(a, cur, xs, ws, tid, threads);
     if (!more) break;
     tile = static_cast<int>(next);
     cur = nxt;

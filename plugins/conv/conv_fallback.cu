@@ -333,6 +333,7 @@ std::vector<FallbackVariant> fallback_variants(const FallbackPlan& plan) {
   // wave); 128 is the default only above 64 output channels per group.
   const int bns[2] = {plan.bn, g.kg > 64 ? (plan.bn == 128 ? 64 : 128) : plan.bn};
   const int ktiles = k_tiles(g);
+  const int64_t sms = current_device_sms();
   for (int b = 0; b < (bns[1] != bns[0] ? 2 : 1); ++b) {
     FallbackPlan shape = plan;
     shape.bn = bns[b];
@@ -342,7 +343,7 @@ std::vector<FallbackVariant> fallback_variants(const FallbackPlan& plan) {
       if (b == 0 && splits == plan.splits) continue;  // the plan itself
       // Splits only where CTAs fill less than two waves, each split keeping
       // enough k tiles to amortise its prologue and partial-sum traffic.
-      if (splits > 1 && (ctas * splits > 4 * int64_t(current_device_sms()) || ktiles / splits < kMinSplitTiles ||
+      if (splits > 1 && (ctas * splits > 4 * sms || ktiles / splits < kMinSplitTiles ||
                          int64_t(g.group) * splits > kMaxGridYZ))
         continue;
       out.push_back({bns[b], splits});

@@ -25,6 +25,7 @@
 
 #include "plugins/common/cuda_utils.cuh"
 #include "plugins/common/dispatch.cuh"
+#include "plugins/common/device.h"
 #include "plugins/common/smem_optin.h"
 #include "plugins/norm/norm.h"
 #include "plugins/norm/norm_kernels.cuh"
@@ -65,26 +66,6 @@ bool params_valid(const NormParams& p) {
   if (p.skip != nullptr && (p.skip_rows <= 0 || p.rows % p.skip_rows != 0)) return false;
   if (p.kind == NormKind::rms && p.mean_out != nullptr) return false;  // RMSNorm has no mean
   return true;
-}
-
-// Largest dynamic shared memory a CTA may opt into on `device`, queried once per
-// device (cached; racing first calls store the same value).
-constexpr int kCachedDevices = 64;
-std::atomic<int> g_optin_smem[kCachedDevices];  // 0: not queried yet
-
-int max_optin_smem(int device) {
-  if (device >= 0 && device < kCachedDevices) {
-    const int cached = g_optin_smem[device].load(std::memory_order_relaxed);
-    if (cached > 0) return cached;
-  }
-  int value = 0;
-  if (cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
-      value <= 0) {
-    cudaGetLastError();  // a failed query is not the caller's error: assume the default
-    return kDefaultSmem;
-  }
-  if (device >= 0 && device < kCachedDevices) g_optin_smem[device].store(value, std::memory_order_relaxed);
-  return value;
 }
 
 bool vector_ok(const NormParams& p, int vec) {
@@ -222,7 +203,7 @@ cudaError_t launch_norm(const NormParams& p, cudaStream_t stream) {
   int device = 0;
   const cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
-  const int optin_smem = max_optin_smem(device);
+  const int optin_smem = device_smem_optin(device);
   return launch_plan(p, make_plan(p, optin_smem), stream, device, optin_smem);
 }
 
@@ -232,7 +213,7 @@ const char* norm_kernel_name(const NormParams& p) {
   int device = 0;
   int optin_smem = kDefaultSmem;
   if (cudaGetDevice(&device) == cudaSuccess) {
-    optin_smem = max_optin_smem(device);
+    optin_smem = device_smem_optin(device);
   } else {
     cudaGetLastError();
   }
