@@ -67,7 +67,12 @@ __device__ __forceinline__ int warp_elements(int warp, int nvec) {
 // a missing skip / bias) loads as zeros instead of branching, so the compiler
 // issues every load of the row before the first arithmetic and keeps only the
 // raw packs and the float row live (no per-item branches to schedule around).
-template <typename T, int ITEMS, int THREADS>
+//
+// EARLY (short grids, one row per warp or CTA and few of them): bias, gamma and
+// beta are loaded together with the row instead of after the statistics, so a
+// row costs one memory round trip instead of three; it needs ~3 * ITEMS more
+// packs of registers, which only bandwidth-bound (long) grids can't spare.
+template <typename T, int ITEMS, int THREADS, bool EARLY = false>
 __device__ __forceinline__ void norm_row_in_registers(const NormArgs<T>& a, int64_t row, int tid,
                                                       float2 (*scratch)[THREADS / kWarpSize],
                                                       int& phase) {
@@ -86,12 +91,19 @@ __device__ __forceinline__ void norm_row_in_registers(const NormArgs<T>& a, int6
 
   Pack<T> xr[ITEMS];
   Pack<T> kr[ITEMS];
+  // EARLY only: per-column parameters, loaded with the row.
+  Pack<T> br[EARLY ? ITEMS : 1], gr[EARLY ? ITEMS : 1], er[EARLY ? ITEMS : 1];
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int v = tid + i * THREADS;
     const bool in_row = v < nvec;
     xr[i] = load_pack_if(in_row, a.x + base + int64_t(v) * VEC);
     kr[i] = load_pack_if(in_row && has_skip, skip_row + int64_t(v) * VEC);
+    if constexpr (EARLY) {
+      br[i] = load_pack_if(in_row && has_bias, bias + int64_t(v) * VEC);
+      gr[i] = load_pack_if(in_row && !a.gamma_scalar, gamma + int64_t(v) * VEC);
+      er[i] = load_pack_if(in_row && beta != nullptr && !a.beta_scalar, beta + int64_t(v) * VEC);
+    }
   }
   float s[ITEMS][VEC];
 #pragma unroll
@@ -102,12 +114,16 @@ __device__ __forceinline__ void norm_row_in_registers(const NormArgs<T>& a, int6
 #pragma unroll
     for (int j = 0; j < VEC; ++j) s[i][j] += t[j];
   }
-  if (has_bias) {  // [cols], shared by all rows: L1/L2 hits, loaded after the row
+  if (has_bias) {  // [cols], shared by all rows: L1/L2 hits, loaded after the row (unless EARLY)
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
       const int v = tid + i * THREADS;
       float t[VEC];
-      pack_to_float(load_pack_if(v < nvec, bias + int64_t(v) * VEC), t);
+      if constexpr (EARLY) {
+        pack_to_float(br[i], t);
+      } else {
+        pack_to_float(load_pack_if(v < nvec, bias + int64_t(v) * VEC), t);
+      }
 #pragma unroll
       for (int j = 0; j < VEC; ++j) s[i][j] += t[j];
     }
@@ -189,11 +205,17 @@ __device__ __forceinline__ void norm_row_in_registers(const NormArgs<T>& a, int6
     if (a.gamma_scalar) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) g[j] = g0;
+    } else if constexpr (EARLY) {
+      pack_to_float(gr[i], g);
     } else {
       pack_to_float(load_pack_ordered(gamma + col), g);
     }
     if (beta_vector) {
-      pack_to_float(load_pack_ordered(beta + col), b);
+      if constexpr (EARLY) {
+        pack_to_float(er[i], b);
+      } else {
+        pack_to_float(load_pack_ordered(beta + col), b);
+      }
     } else {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) b[j] = b0;
@@ -214,20 +236,22 @@ constexpr int norm_min_blocks(int threads, int regs) {
   const int blocks = 65536 / (threads * regs);
   return blocks < 1 ? 1 : blocks;
 }
-constexpr int warp_path_regs(int floats) { return floats <= 16 ? 64 : floats <= 32 ? 72 : 128; }
+constexpr int warp_path_regs(int floats, bool early = false) {
+  return early ? 128 : floats <= 16 ? 64 : floats <= 32 ? 72 : 128;
+}
 constexpr int block_path_regs(int floats) { return floats <= 32 ? 64 : 128; }
 
 // Path A: a warp per row (cols <= 32 * ITEMS * VEC), WARPS rows per CTA.
-template <typename T, int ITEMS, int WARPS>
+template <typename T, int ITEMS, int WARPS, bool EARLY = false>
 __global__ void __launch_bounds__(WARPS* kWarpSize,
-                                  norm_min_blocks(WARPS* kWarpSize, warp_path_regs(ITEMS* Pack<T>::N)))
+                                  norm_min_blocks(WARPS* kWarpSize, warp_path_regs(ITEMS* Pack<T>::N, EARLY)))
     norm_warp_kernel(const NormArgs<T> a) {
   const int lane = threadIdx.x % kWarpSize;
   const int64_t stride = int64_t(gridDim.x) * WARPS;
   int phase = 0;  // unused: no shared memory on this path
   for (int64_t row = int64_t(blockIdx.x) * WARPS + threadIdx.x / kWarpSize; row < a.rows;
        row += stride) {
-    norm_row_in_registers<T, ITEMS, kWarpSize>(a, row, lane, nullptr, phase);
+    norm_row_in_registers<T, ITEMS, kWarpSize, EARLY>(a, row, lane, nullptr, phase);
   }
 }
 

@@ -35,6 +35,9 @@ namespace {
 
 constexpr int kWarpRows = 4;        // rows (warps) per CTA on the warp path
 constexpr int kWarpMaxItems = 4;    // vectors per lane on the warp path: 1, 2 or 4
+// Warp path, at most this many rows per SM: latency-bound (BERT batch 1: 128
+// rows), so per-column parameters load with the row (norm_kernels.cuh, EARLY).
+constexpr int kEarlyRowsPerSm = 8;
 constexpr int kBlockItems = 4;      // vectors per thread on the block path
 constexpr int kBlockMinDim = 64;    // block path: 64..1024 threads
 constexpr int kBlockMaxDim = 1024;
@@ -52,6 +55,7 @@ struct Plan {
   Path path = Path::invalid;
   int block = 0;        // threads per CTA
   int items = 0;        // vectors per thread (warp / block paths)
+  bool early = false;   // warp path: parameters loaded with the row
   size_t smem = 0;      // dynamic shared memory bytes
   unsigned grid = 0;    // CTAs
 };
@@ -79,8 +83,9 @@ bool vector_ok(const NormParams& p, int vec) {
 
 unsigned grid_for(int64_t ctas) { return static_cast<unsigned>(ctas < kMaxGrid ? ctas : kMaxGrid); }
 
-// optin_smem: the device's opt-in shared memory per CTA (decides cached vs multi-pass).
-Plan make_plan(const NormParams& p, int optin_smem) {
+// optin_smem: the device's opt-in shared memory per CTA (decides cached vs multi-pass);
+// sms: the device's multiprocessors (0: unknown).
+Plan make_plan(const NormParams& p, int optin_smem, int sms) {
   Plan plan;
   if (!params_valid(p)) return plan;
   if (p.rows == 0) {
@@ -95,6 +100,7 @@ Plan make_plan(const NormParams& p, int optin_smem) {
       plan.block = kWarpRows * kWarpSize;
       plan.items = nvec <= kWarpSize ? 1 : nvec <= 2 * kWarpSize ? 2 : 4;
       plan.grid = grid_for((p.rows + kWarpRows - 1) / kWarpRows);
+      plan.early = sms > 0 && p.rows <= int64_t(kEarlyRowsPerSm) * sms;
       return plan;
     }
     if (nvec <= int64_t(kBlockMaxDim) * kBlockItems) {
@@ -149,9 +155,11 @@ cudaError_t launch_plan(const NormParams& p, const Plan& plan, cudaStream_t stre
     switch (plan.path) {
       case Path::warp:
         return dispatch_int<1, 2, 4>(plan.items, [&](auto ITEMS) {
-          norm_warp_kernel<T, ITEMS.value, kWarpRows>
-              <<<plan.grid, kWarpRows * kWarpSize, 0, stream>>>(args);
-          return cudaGetLastError();
+          return dispatch_bool(plan.early, [&](auto EARLY) {
+            norm_warp_kernel<T, ITEMS.value, kWarpRows, EARLY.value>
+                <<<plan.grid, kWarpRows * kWarpSize, 0, stream>>>(args);
+            return cudaGetLastError();
+          });
         });
       case Path::block:
         return dispatch_block_dim<64, 128, 256, 512, 1024>(plan.block, [&](auto BLOCK) {
@@ -204,7 +212,7 @@ cudaError_t launch_norm(const NormParams& p, cudaStream_t stream) {
   const cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   const int optin_smem = device_smem_optin(device);
-  return launch_plan(p, make_plan(p, optin_smem), stream, device, optin_smem);
+  return launch_plan(p, make_plan(p, optin_smem, current_device_sms()), stream, device, optin_smem);
 }
 
 const char* norm_kernel_name(const NormParams& p) {
@@ -217,13 +225,14 @@ const char* norm_kernel_name(const NormParams& p) {
   } else {
     cudaGetLastError();
   }
-  const Plan plan = make_plan(p, optin_smem);
+  const Plan plan = make_plan(p, optin_smem, current_device_sms());
   const std::string t = type_name(p.dtype);
   const int vec = 16 / static_cast<int>(dtype_size(p.dtype));
   switch (plan.path) {
     case Path::warp:
       return intern("norm_warp<" + t + ",vec" + std::to_string(vec) + ",items" +
-                    std::to_string(plan.items) + ",rows" + std::to_string(kWarpRows) + ">");
+                    std::to_string(plan.items) + ",rows" + std::to_string(kWarpRows) +
+                    (plan.early ? ",early>" : ">"));
     case Path::block:
       return intern("norm_block<" + t + ",vec" + std::to_string(vec) + ",items" +
                     std::to_string(plan.items) + ",block" + std::to_string(plan.block) + ">");

@@ -153,11 +153,28 @@ def test_sweep(dtype, kind, cols_index):
     _run_case(kind, dtype, _sweep_rows(cols_index + len(dtype), cols), cols, seed=cols_index)
 
 
-@pytest.mark.parametrize("rows", [1, 2, 7, 64, 1000, 1031])
+@pytest.mark.parametrize("rows", [1, 2, 7, 64, 1000, 1031, 2100, 4099])
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_rows(dtype, rows):
     _run_case("layer", dtype, rows, 768, skip="full", want_sum=True, want_stats=True, seed=rows)
     _run_case("rms", dtype, rows, 4096, seed=rows + 1)
+
+
+# The warp path loads bias / gamma / beta with the row on short grids (",early")
+# and after the statistics on long ones: every feature on both.
+@pytest.mark.parametrize("rows", [14, 8 * 132 + 7 * 40])
+@pytest.mark.parametrize("feature", ["skip_bcast_bias_sum", "scalar_gamma_beta", "bias_no_beta"])
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+def test_warp_early_and_late(kind, feature, rows):
+    opts = dict(FEATURES[feature])
+    if kind == "rms":
+        opts.pop("beta", None)
+        opts.pop("beta_scalar", None)
+    _run_case(kind, "float16", rows, 768, seed=rows, expect_kernel="norm_warp<float16,vec8,items4", **opts)
+    x = torch.empty((rows, 768), dtype=torch.float16, device="cuda")
+    name = _C.norm_kernel_name(kind, "float16", x.data_ptr(), x.data_ptr(), x.data_ptr(), rows, 768)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert name.endswith(",early>") == (rows <= 8 * sms), name
 
 
 @pytest.mark.parametrize("kind", ["layer", "rms"])
