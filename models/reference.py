@@ -284,11 +284,21 @@ def attention_reference(q, k, v, attn_mask=None, past_key=None, past_value=None,
     return y, k, v
 
 
+def unpack_qkv(qkv: np.ndarray, q_num_heads: int, kv_num_heads: int) -> tuple[np.ndarray, ...]:
+    """packed_qkv=1: [B, S, (Hq + 2 Hkv) D] -> the three 3-D inputs Q, K, V."""
+    d = qkv.shape[-1] // (q_num_heads + 2 * kv_num_heads)
+    q_end, k_end = q_num_heads * d, (q_num_heads + kv_num_heads) * d
+    return qkv[..., :q_end], qkv[..., q_end:k_end], qkv[..., k_end:]
+
+
 class Attention(OpRun):
     op_domain = DOMAIN
 
-    def _run(self, Q, K, V, attn_mask=None, past_key=None, past_value=None, is_causal=0, q_num_heads=None,
-             kv_num_heads=None, scale=None, softcap=0.0, qk_matmul_output_mode=0, softmax_precision=None, **_):
+    def _run(self, Q, K=None, V=None, attn_mask=None, past_key=None, past_value=None, is_causal=0, q_num_heads=None,
+             kv_num_heads=None, scale=None, softcap=0.0, qk_matmul_output_mode=0, softmax_precision=None,
+             packed_qkv=0, **_):
+        if packed_qkv:
+            Q, K, V = unpack_qkv(Q, q_num_heads, kv_num_heads)
         y, pk, pv = attention_reference(Q, K, V, attn_mask, past_key, past_value, is_causal=is_causal,
                                         q_num_heads=q_num_heads, kv_num_heads=kv_num_heads, scale=scale,
                                         softcap=softcap)
@@ -297,6 +307,24 @@ class Attention(OpRun):
 
 
 OPS = OPS + (Attention,)
+
+
+def dense_reference(x, w, bias=None) -> np.ndarray:
+    """trt_fastops.Dense: MatMul(X, W) + bias in float64, rounded once to X's dtype."""
+    y = np.asarray(x, np.float64) @ np.asarray(w, np.float64)
+    if bias is not None:
+        y = y + np.asarray(bias, np.float64)
+    return y.astype(np.asarray(x).dtype)
+
+
+class Dense(OpRun):
+    op_domain = DOMAIN
+
+    def _run(self, X, W, bias=None):
+        return (dense_reference(X, W, bias),)
+
+
+OPS = OPS + (Dense,)
 
 
 # ---------------------------------------------------------------------------

@@ -98,8 +98,8 @@ def test_rewrite_ops_names_the_gelu_rule(models, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--ops", "BiasGelu"], "--ops BiasGelu names ONNX Runtime contrib ops; add --target ort"),
-    (["--ops", "LayerNorm,FastGelu", "--target", "portable"], "--ops FastGelu names ONNX Runtime contrib ops"),
+    (["--ops", "BiasGelu"], "--ops BiasGelu names ONNX Runtime-only ops; add --target ort"),
+    (["--ops", "LayerNorm,FastGelu", "--target", "portable"], "--ops FastGelu names ONNX Runtime-only ops"),
     (["--target", "ort", "--plugin-attributes"], "use --target portable"),
     (["--ops", "Gelu9", "--target", "ort"], "unknown op(s) Gelu9; choose from LayerNorm"),
 ])

@@ -24,13 +24,15 @@ EXAMPLES = textwrap.dedent("""\
     """)
 
 ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Attention", "Conv", "ConvTranspose")
-#: ONNX Runtime contrib ops (com.microsoft) that only --target ort emits; one rule makes both
-#: (BiasGelu for the erf GELU, FastGelu for the tanh one), so either name selects it
-ORT_OPS = ("BiasGelu", "FastGelu")
+#: ops only --target ort emits: ONNX Runtime contrib ops (com.microsoft; one rule makes both
+#: BiasGelu for the erf GELU and FastGelu for the tanh one, so either name selects it) and our
+#: Dense (MatMul + bias in one GEMM), which has no TensorRT plugin
+ORT_OPS = ("BiasGelu", "FastGelu", "Dense")
 TARGETS = ("portable", "ort")
 TARGET_HELP = ("portable (default): standard ONNX + trt_fastops ops only, so the file runs in ONNX Runtime "
                "and TensorRT; ort: ONNX Runtime only, may also use its contrib ops (Linear bias + GELU -> "
-               "com.microsoft.BiasGelu / FastGelu), the faster choice for ONNX Runtime")
+               "com.microsoft.BiasGelu / FastGelu), Dense (MatMul + bias in one GEMM) and packed Q/K/V "
+               "projections, the faster choice for ONNX Runtime")
 
 
 def _cmd_info(args) -> int:
@@ -99,7 +101,7 @@ def _parse_ops(text: str | None, target: str | None = None, plugin_attributes: b
         raise _UsageError(f"unknown op(s) {', '.join(bad)}; choose from {', '.join(ALL_OPS + ORT_OPS)}")
     contrib = [o for o in ops if o in ORT_OPS]
     if contrib and target != "ort":
-        raise _UsageError(f"--ops {','.join(contrib)} names ONNX Runtime contrib ops; add "
+        raise _UsageError(f"--ops {','.join(contrib)} names ONNX Runtime-only ops; add "
                           "--target ort (the file then runs in ONNX Runtime only)")
     return ops
 
@@ -491,13 +493,16 @@ def build_parser() -> argparse.ArgumentParser:
                            in ONNX Runtime with our library and in TensorRT with our plugins. --target ort also
                            emits ONNX Runtime contrib ops where trt_fastops has none (Linear bias + GELU ->
                            com.microsoft.BiasGelu / FastGelu, which ONNX Runtime's own fusions miss after it
-                           turns MatMul + bias into Gemm): faster in ONNX Runtime, not loadable by TensorRT.
+                           turns MatMul + bias into Gemm), trt_fastops.Dense for the other MatMul + bias pairs
+                           and one packed Q/K/V MatMul per attention: faster in ONNX Runtime, not loadable by
+                           TensorRT.
                            """),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("input", help="ONNX model to rewrite (external data next to it is kept external)")
     s.add_argument("-o", "--output", required=True, help="where to write the rewritten model")
     s.add_argument("--ops", help=f"comma-separated subset of {','.join(ALL_OPS)} (default: all), and with "
-                                 f"--target ort {','.join(ORT_OPS)} (one rule, default on for ort)")
+                                 f"--target ort {','.join(ORT_OPS)} (default on for ort; BiasGelu and FastGelu "
+                                 "are one rule)")
     s.add_argument("--target", choices=TARGETS, help=TARGET_HELP)
     s.add_argument("--conv", choices=("off", "fallback", "all"),
                    help="which Conv/ConvTranspose to rewrite: off (default, unless --ops names a conv op), "

@@ -6,7 +6,7 @@
     print(result.report.to_text())             # every rewrite and every refusal
     rewrite_file("in.onnx", "out.onnx", report_path="report.json")   # external data stays external
     rewrite(model, conv="fallback")            # also convolutions (see conv.py for the policies)
-    rewrite(model, target="ort")               # ONNX Runtime only: also its contrib ops (BiasGelu, FastGelu)
+    rewrite(model, target="ort")               # ONNX Runtime only: also BiasGelu / FastGelu, Dense, packed QKV
 
 Rules (one per module, each an onnxscript RewriteRuleClassBase with pattern / check / rewrite):
 layer_norm, layer_norm_decomposed -> LayerNorm; skip_layer_norm -> SkipLayerNorm;
@@ -14,17 +14,20 @@ rms_norm, rms_norm_decomposed, skip_rms_norm -> RMSNorm; attention (the ONNX Att
 attention_decomposed (MatMul / scale / mask / Softmax / MatMul as exporters write it) and
 attention_mha (com.microsoft MultiHeadAttention) -> Attention; conv -> Conv, conv_transpose ->
 ConvTranspose (each with a folded activation when one follows); bias_gelu -> ONNX Runtime's
-com.microsoft BiasGelu / FastGelu (target "ort" only). The norm and conv rules run first
-(largest patterns first), then the skip fusions, then bias_gelu, with dead-code removal after
-each pass.
+com.microsoft BiasGelu / FastGelu, packed_qkv -> one Q/K/V MatMul feeding Attention(packed_qkv=1),
+dense -> Dense (MatMul + bias in one cuBLASLt GEMM) (these three for target "ort" only). The
+norm and conv rules run first (largest patterns first), then the skip fusions, then bias_gelu,
+packed_qkv and dense, with dead-code removal after each pass.
 
 Targets: "portable" (the default) emits standard ONNX and trt_fastops ops only, so one file
 runs in ONNX Runtime (our custom-op library) and TensorRT (our plugins); "ort" may also emit
-ONNX Runtime contrib ops (com.microsoft, ORT_OPS) for the parts trt_fastops has no op for,
-where ONNX Runtime's own session fusions would not produce them (bias_gelu.py says why): the
-faster choice for a file that only ONNX Runtime runs. An explicit `ops` list runs only the ops
-it names (ORT_OPS included, "ort" target only; "FastGelu" is an alias of "BiasGelu", whose rule
-emits both).
+what only ONNX Runtime runs (ORT_OPS): its contrib ops (com.microsoft) for the parts trt_fastops
+has no op for, where ONNX Runtime's own session fusions would not produce them (bias_gelu.py
+says why), our Dense (no TensorRT plugin: TensorRT fuses a GEMM's bias itself) and packed Q/K/V
+projections (Attention's packed_qkv, which the TensorRT plugin does not take): the faster choice
+for a file that only ONNX Runtime runs. An explicit `ops` list runs only the ops it names
+(ORT_OPS included, "ort" target only; "FastGelu" is an alias of "BiasGelu", whose rule emits
+both).
 
 Convolutions follow a policy, conv= "off" | "fallback" | "all" (conv.py explains the fallback
 rule). By default (conv=None) it is "off", unless `ops` names Conv or ConvTranspose
@@ -45,8 +48,8 @@ from onnxscript.rewriter import pattern as orp
 
 from . import attention, attention_decomposed, attention_mha, bias_gelu
 from . import conv as conv_rules
-from . import (conv_transpose, layer_norm, layer_norm_decomposed, rms_norm, rms_norm_decomposed, skip_layer_norm,
-               skip_rms_norm)
+from . import (conv_transpose, dense, layer_norm, layer_norm_decomposed, packed_qkv, rms_norm, rms_norm_decomposed,
+               skip_layer_norm, skip_rms_norm)
 from ._common import DOMAIN, ORT_DOMAIN, Recorder, recording
 from ._report import RefusalRecord, RewriteRecord, RewriteReport
 
@@ -57,9 +60,10 @@ ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Attention", "Conv", "ConvTr
 #: the ops governed by the conv= policy
 CONV_OPS = ("Conv", "ConvTranspose")
 CONV_POLICIES = conv_rules.POLICIES
-#: ONNX Runtime contrib ops (domain com.microsoft) the "ort" target may emit; "BiasGelu" names
-#: the bias_gelu rule, which emits FastGelu for the tanh forms
-ORT_OPS = ("BiasGelu",)
+#: ops only the "ort" target emits: ONNX Runtime contrib ops (domain com.microsoft; "BiasGelu"
+#: names the bias_gelu rule, which emits FastGelu for the tanh forms) and our Dense, which has no
+#: TensorRT plugin
+ORT_OPS = ("BiasGelu", "Dense")
 #: other names accepted in `ops` (FastGelu comes from the same rule as BiasGelu)
 OP_ALIASES = {"FastGelu": "BiasGelu"}
 TARGETS = ("portable", "ort")
@@ -71,10 +75,11 @@ _MODULES = {
     "LayerNorm": (layer_norm, layer_norm_decomposed),
     "SkipLayerNorm": (skip_layer_norm,),
     "RMSNorm": (rms_norm, rms_norm_decomposed, skip_rms_norm),
-    "Attention": (attention, attention_decomposed, attention_mha),
+    "Attention": (attention, attention_decomposed, attention_mha, packed_qkv),  # packed_qkv: "ort" only
     "Conv": (conv_rules,),
     "ConvTranspose": (conv_transpose,),
     "BiasGelu": (bias_gelu,),
+    "Dense": (dense,),
 }
 
 
@@ -201,7 +206,7 @@ def _resolve_ops(ops, conv, target: str = "portable") -> tuple[list[str], str]:
     ops = _normalize_ops(ops, ALL_OPS + (ORT_OPS if target == "ort" else ()))
     contrib = [o for o in ops if o in ORT_OPS]
     if contrib and target != "ort":
-        raise RewriteError(f"ops names {', '.join(contrib)} (ONNX Runtime contrib ops) but target={target!r}; "
+        raise RewriteError(f"ops names {', '.join(contrib)} (ONNX Runtime-only ops) but target={target!r}; "
                            "only target='ort' emits them")
     named = [o for o in ops if o in CONV_OPS] if explicit else []
     if conv is None:
@@ -295,8 +300,9 @@ def _to_proto(model: ir.Model) -> onnx.ModelProto:
 # ---------------------------------------------------------------------------
 # the pipeline
 # ---------------------------------------------------------------------------
-def _stages(ops: list[str]) -> list[list[orp.RewriteRule]]:
-    rules = [r for m in rule_modules(ops) for r in m.rules()]
+def _stages(ops: list[str], target: str = "portable") -> list[list[orp.RewriteRule]]:
+    rules = [r for m in rule_modules(ops) for r in m.rules()
+             if target == "ort" or not getattr(r.trt_fastops_rule, "ORT_ONLY", False)]
     keys = sorted({(r.trt_fastops_rule.STAGE, -r.trt_fastops_rule.size) for r in rules})
     return [[r for r in rules if (r.trt_fastops_rule.STAGE, -r.trt_fastops_rule.size) == k] for k in keys]
 
@@ -307,7 +313,7 @@ def _run(model: ir.Model, ops: list[str], *, plugin_attributes: bool, conv: str 
     ir_passes.ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
     recorder = Recorder(model.graph)
     with recording(recorder), conv_rules.policy(conv):
-        for group in _stages(ops):
+        for group in _stages(ops, target):
             if orp.RewriteRuleSet(group).apply_to_model(model):
                 ir_passes.RemoveUnusedNodesPass()(model)
                 # a Sum output may feed nodes placed before the new node
