@@ -30,3 +30,5 @@ trt_fastops_find_headers(TRT_FASTOPS_CUDNN_FRONTEND_INCLUDE TRT_FASTOPS_CUDNN_FR
   cudnn_frontend.h "PyPI nvidia-cudnn-frontend (include/)")
 trt_fastops_find_headers(TRT_FASTOPS_CUTLASS_INCLUDE TRT_FASTOPS_CUTLASS_INCLUDE cutlass
   cute/tensor.hpp "PyPI nvidia-cutlass (cutlass_library/source/include)")
+trt_fastops_find_headers(TRT_FASTOPS_CUBLAS_INCLUDE TRT_FASTOPS_CUBLAS_INCLUDE cublas
+  cublasLt.h "PyPI nvidia-cublas (nvidia/cu13/include)")

@@ -8,10 +8,13 @@ Nothing here is committed; everything comes from the public registries:
   cudnn_frontend  PyPI nvidia-cudnn-frontend      (include/)
   cutlass         PyPI nvidia-cutlass             (cutlass_library/source/include)
   nvrtc           PyPI nvidia-cuda-nvrtc          (nvidia/cu13/include; cudnn-frontend includes nvrtc.h)
+  cublas          PyPI nvidia-cublas              (nvidia/cu13/include; Dense loads libcublasLt at run time,
+                                                   only cublasLt.h's declarations are compiled against)
 
 Each component is skipped when its environment variable points at an existing
 include directory (TRT_FASTOPS_ORT_INCLUDE, TRT_FASTOPS_CUDNN_INCLUDE,
-TRT_FASTOPS_CUDNN_FRONTEND_INCLUDE, TRT_FASTOPS_CUTLASS_INCLUDE, TRT_FASTOPS_NVRTC_INCLUDE) or when .deps/
+TRT_FASTOPS_CUDNN_FRONTEND_INCLUDE, TRT_FASTOPS_CUTLASS_INCLUDE, TRT_FASTOPS_NVRTC_INCLUDE,
+TRT_FASTOPS_CUBLAS_INCLUDE) or when .deps/
 already holds the pinned version. CMake reads the same variables, so users with
 their own installs never need this script.
 
@@ -39,6 +42,9 @@ COMPONENTS = {
     "cutlass": ("nvidia-cutlass==4.2.0.0", "TRT_FASTOPS_CUTLASS_INCLUDE", "pypi"),
     # cudnn-frontend includes <nvrtc.h>; the CUDA toolkit may ship without it.
     "nvrtc": ("nvidia-cuda-nvrtc==13.0.88", "TRT_FASTOPS_NVRTC_INCLUDE", "pypi"),
+    # cublasLt.h for the Dense launcher (libcublasLt.so.13 is dlopen()ed at run time). The wheel is
+    # ~420 MB, almost all of it the libraries; only its include/ files are extracted.
+    "cublas": ("nvidia-cublas==13.0.0.19", "TRT_FASTOPS_CUBLAS_INCLUDE", "pypi"),
 }
 
 # Where each wheel keeps its headers.
@@ -47,6 +53,7 @@ WHEEL_INCLUDE_PREFIX = {
     "cudnn_frontend": "include/",
     "cutlass": "cutlass_library/source/include/",
     "nvrtc": "nvidia/cu13/include/",
+    "cublas": "nvidia/cu13/include/",
 }
 
 TRIXIE_KEYRING = "/usr/share/keyrings/debian-archive-trixie-stable.gpg"

@@ -16,6 +16,7 @@
 
 #include "plugins/ort/attention_ort_op.h"
 #include "plugins/ort/conv_ort_op.h"
+#include "plugins/ort/dense_ort_op.h"
 #include "plugins/ort/norm_ort_op.h"
 #include "plugins/ort/ort_helpers.h"
 #include "plugins/ort/ort_op.h"
@@ -30,6 +31,7 @@ struct Registry {
   std::vector<std::unique_ptr<NormCustomOp>> ops;  // the domain points into these
   std::vector<std::unique_ptr<ConvCustomOp>> conv_ops;
   std::vector<std::unique_ptr<AttentionCustomOp>> attention_ops;
+  std::vector<std::unique_ptr<DenseCustomOp>> dense_ops;
 };
 
 std::mutex g_mutex;
@@ -48,6 +50,7 @@ OrtStatus* build_registry(const OrtApi* a, Registry* reg) {
             add_op_registrations(a, reg->domain, attention::AttentionOp::attention, cuda, &reg->attention_ops,
                                  attention_x_types(cuda)))
       return st;
+    if (OrtStatus* st = add_op_registrations(a, reg->domain, dense::DenseOp::dense, cuda, &reg->dense_ops)) return st;
   }
   return nullptr;
 }

@@ -16,6 +16,7 @@ void register_norm_bindings(py::module_& m);
 void register_conv_bindings(py::module_& m);
 void register_graph_bindings(py::module_& m);
 void register_attention_bindings(py::module_& m);
+void register_dense_bindings(py::module_& m);
 }
 
 namespace {
@@ -64,4 +65,5 @@ PYBIND11_MODULE(_C, m) {
   trt_fastops::python::register_conv_bindings(m);
   trt_fastops::python::register_graph_bindings(m);
   trt_fastops::python::register_attention_bindings(m);
+  trt_fastops::python::register_dense_bindings(m);
 }

@@ -1,0 +1,98 @@
+// pybind11 bindings for the Dense launcher (cuBLASLt + BIAS epilogue): raw
+// device pointers in, no framework types; and the plan cache's counters, which
+// the ORT op shares in-process (one libtrt_fastops_kernels.so).
+//
+//   _C.dense_forward("float16", x_ptr, w_ptr, y_ptr, m, n, k, bias=..., workspace=..., workspace_bytes=..., stream=s)
+//   _C.dense_workspace_bytes()  -> 33554432
+//   _C.dense_library_status()   -> {"available": True, "version": 130000, "reason": ""}
+//   _C.dense_plan_cache_stats() / dense_plan_cache_clear() / dense_plan_cache_reset_stats()
+//   _C.dense_plan_cache_set_capacity(n)
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <pybind11/pybind11.h>
+
+#include "plugins/dense/dense.h"
+
+namespace py = pybind11;
+
+namespace trt_fastops::python {
+namespace {
+
+using dense::DenseParams;
+
+DType parse_dtype(const std::string& dtype) {
+  if (dtype == "float32") return DType::f32;
+  if (dtype == "float16") return DType::f16;
+  if (dtype == "bfloat16") return DType::bf16;
+  throw py::value_error("dense_forward: dtype must be 'float32', 'float16' or 'bfloat16', got '" + dtype + "'");
+}
+
+void dense_forward(const std::string& dtype, uintptr_t x, uintptr_t w, uintptr_t y, int64_t m, int64_t n, int64_t k,
+                   uintptr_t bias, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
+  DenseParams p;
+  p.dtype = parse_dtype(dtype);
+  p.x = reinterpret_cast<const void*>(x);
+  p.w = reinterpret_cast<const void*>(w);
+  p.bias = reinterpret_cast<const void*>(bias);
+  p.y = reinterpret_cast<void*>(y);
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.workspace = reinterpret_cast<void*>(workspace);
+  p.workspace_bytes = workspace_bytes;
+  Status st;
+  {
+    py::gil_scoped_release release;
+    st = dense::launch_dense(p, reinterpret_cast<cudaStream_t>(stream));
+  }
+  if (!st.is_ok()) throw std::runtime_error(st.message());
+}
+
+py::dict dense_library_status() {
+  size_t version = 0;
+  const Status st = dense::dense_library_status(&version);
+  py::dict d;
+  d["available"] = st.is_ok();
+  d["version"] = version;
+  d["reason"] = st.message();
+  return d;
+}
+
+py::dict dense_plan_cache_stats() {
+  const LruCacheStats s = dense::dense_plan_cache_stats();
+  py::dict d;
+  d["hits"] = s.hits;
+  d["misses"] = s.misses;
+  d["insertions"] = s.insertions;
+  d["replacements"] = s.replacements;
+  d["evictions"] = s.evictions;
+  d["size"] = s.size;
+  d["capacity"] = s.capacity;
+  return d;
+}
+
+}  // namespace
+
+void register_dense_bindings(py::module_& m) {
+  m.def("dense_forward", &dense_forward,
+        "Enqueue Y[m, n] = X[m, k] @ W[k, n] (+ bias[n]) through cuBLASLt on `stream` for raw, row-major\n"
+        "device pointers (ints; bias 0 = none). workspace / workspace_bytes: device scratch for cuBLASLt\n"
+        "(dense_workspace_bytes() is what the ORT op passes). Raises RuntimeError with the launcher's\n"
+        "message. Never synchronises.",
+        py::arg("dtype"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("m"), py::arg("n"), py::arg("k"),
+        py::kw_only(), py::arg("bias") = 0, py::arg("workspace") = 0, py::arg("workspace_bytes") = 0,
+        py::arg("stream") = 0);
+  m.def("dense_workspace_bytes", &dense::dense_workspace_bytes, "The cuBLASLt workspace the ORT op hands Dense.");
+  m.def("dense_library_status", &dense_library_status,
+        "Whether libcublasLt could be loaded (loads it on first call): available, version, reason.");
+  m.def("dense_plan_cache_stats", &dense_plan_cache_stats,
+        "Dense plan cache counters: hits, misses, insertions, replacements, evictions, size, capacity.");
+  m.def("dense_plan_cache_clear", &dense::dense_plan_cache_clear, "Drop every cached Dense plan.");
+  m.def("dense_plan_cache_reset_stats", &dense::dense_plan_cache_reset_stats, "Zero the Dense plan cache counters.");
+  m.def("dense_plan_cache_set_capacity", &dense::dense_plan_cache_set_capacity, py::arg("capacity"),
+        "Set the Dense plan cache capacity (>= 1; evicts least recently used plans beyond it).");
+}
+
+}  // namespace trt_fastops::python

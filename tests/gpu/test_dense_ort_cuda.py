@@ -1,0 +1,491 @@
+"""trt_fastops Dense (Y = MatMul(X, W) + bias; cuBLASLt with the BIAS epilogue) on ONNX
+Runtime's CUDA execution provider, against the float64 reference of tests/test_dense_ort_cpu.py.
+
+- Shapes: BERT's (K = 768, N = 2304 / 3072 / 768; M = 1, 128, 4096), rank-3 X, unaligned
+  N = 7 / K = 13 (leading dimensions no vector width divides), N = 1, K = 1, M = 0 / N = 0 (empty
+  Y) and K = 0 (Y = bias broadcast, or zeros: copies / memset, no cuBLASLt); with and without
+  bias; float32 / float16 / bfloat16. W and bias are runtime inputs or initializers.
+- Graphs carry the op's own dtype (bfloat16 too: no Cast nodes); every graph input is a device
+  OrtValue bound through IO binding and Y is bound to a NaN-filled device buffer that ORT must
+  write in place, so an element the op does not write fails. bfloat16 buffers are filled from
+  their bit patterns and read back through a one-node Cast session. Inputs are random, never 0.
+- CUDA graphs: enable_cuda_graph=1, 8 runs (warm-up, capture, replays) with new inputs copied in
+  place and Y re-poisoned each run; and trt_fastops.runtime.OrtModel (one graph per signature).
+- Plan cache (through trt_fastops._C, which shares libtrt_fastops_kernels.so with the ORT
+  library in this process): hits across runs and sessions, a new M is a new plan; eviction with
+  TRT_FASTOPS_DENSE_PLAN_CACHE=2 (read once per process: run in a child process).
+
+Error bound per element: 2 * u * |ref| (Y's rounding) + c * ||x * w||_2, where ||x * w||_2 =
+sqrt(sum_k x_k^2 w_k^2) is the sqrt(K)-scaled magnitude of the sum (what rounding errors of the
+products and partial sums grow with). c = 16 * 2^-24 * sqrt(K) for float32 (FP32 accumulation,
+whose error grows like u * sqrt(K) * ||x * w||_2; TF32's input rounding alone would be ~2^-11 *
+||x * w||_2 and fail), 4u for float16 / bfloat16 (2^-9 / 2^-6: partial sums that a split-K
+reduction may keep in Y's dtype). A missing or misplaced bias, a transposed W or an unwritten
+row fails by orders of magnitude.
+
+Needs onnxruntime-gpu (fixture ort_cuda). TRT_FASTOPS_ORT_TEST_EP=CPUExecutionProvider runs the
+same tests on the CPU EP (device buffers become host buffers, no CUDA graph; the plan-cache
+counters are not asserted, since the CPU op never plans), to check the test itself without a GPU:
+    TRT_FASTOPS_ORT_TEST_EP=CPUExecutionProvider python -m pytest --noconftest tests/gpu/test_dense_ort_cuda.py
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.append(str(REPO))  # appended: an installed trt_fastops wins over the source tree
+
+# EP choice, sessions and device runs shared by the ORT EP tests.
+_spec = importlib.util.spec_from_file_location("trt_fastops_test_ort_ep_common", Path(__file__).with_name("ort_ep_common.py"))
+common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(common)
+EP, ON_CUDA, DEVICE = common.EP, common.ON_CUDA, common.DEVICE
+
+# Random inputs (exact in their dtype) and the float64 reference live in the CPU test module.
+_spec = importlib.util.spec_from_file_location("trt_fastops_test_dense_ort_cpu", REPO / "tests" / "test_dense_ort_cpu.py")
+cpu = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cpu)
+
+from trt_fastops import DOMAIN  # noqa: E402
+
+try:
+    from trt_fastops import _C
+except ImportError:  # pragma: no cover - depends on the build
+    _C = None
+
+DTYPES = ["float32", "float16", "bfloat16"]
+NP = {"float32": np.float32, "float16": np.float16}
+ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}
+BF16_NAN = 0x7FC0
+UNIT = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}  # unit roundoff of Y's dtype
+
+
+@pytest.fixture(scope="module")
+def ort_ep(request):
+    """onnxruntime with the EP under test (CUDA unless overridden)."""
+    if ON_CUDA:
+        return request.getfixturevalue("ort_cuda")
+    return pytest.importorskip("onnxruntime")
+
+
+def cache_stats():
+    """The Dense plan cache counters (CUDA only: the CPU op never plans)."""
+    if _C is None or not hasattr(_C, "dense_plan_cache_stats"):
+        pytest.skip("trt_fastops._C has no dense bindings (dense_plan_cache_stats)")
+    return _C.dense_plan_cache_stats()
+
+
+# ---------------------------------------------------------------------------
+# models, device buffers, runs
+
+
+def bf16_bits(a: np.ndarray) -> np.ndarray:
+    """float32 values that are exact bfloat16 (cpu.rand) -> their bfloat16 bit patterns."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    assert np.array_equal(cpu.round_bf16(a), a), "not exactly representable in bfloat16"
+    return (a.view(np.uint32) >> 16).astype(np.uint16)
+
+
+def tensor_proto(name, arr, dtype):
+    if dtype == "bfloat16":
+        return helper.make_tensor(name, TensorProto.BFLOAT16, arr.shape, bf16_bits(arr).tobytes(), raw=True)
+    return numpy_helper.from_array(np.asarray(arr, NP[dtype]), name)
+
+
+def dense_model(dtype, shapes, inits=None):
+    """One Dense node, every tensor in `dtype`. shapes: slot -> graph shape (None: unknown rank;
+    str: symbolic) for graph inputs; inits: slot -> array stored as an initializer instead."""
+    inits = inits or {}
+    graph_in, initializers, names = [], [], []
+    for slot in cpu.SLOTS:
+        if slot in inits:
+            initializers.append(tensor_proto(slot, inits[slot], dtype))
+        elif slot in shapes:
+            graph_in.append(helper.make_tensor_value_info(slot, ELEM[dtype], shapes[slot]))
+        else:
+            continue
+        names.append(slot)
+    node = helper.make_node("Dense", names, ["Y"], domain=DOMAIN, name="dense")
+    y = helper.make_tensor_value_info("Y", ELEM[dtype], None)
+    graph = helper.make_graph([node], f"Dense_{dtype}", graph_in, [y], initializer=initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)],
+                             ir_version=cpu.IR_VERSION)
+
+
+session = common.session
+
+
+def new_value(ort, shape, dtype):
+    return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), ELEM[dtype] if dtype == "bfloat16" else NP[dtype],
+                                                     DEVICE, 0)
+
+
+def fill(v, arr, dtype):
+    v.update_inplace(bf16_bits(arr) if dtype == "bfloat16" else np.ascontiguousarray(arr, NP[dtype]))
+
+
+def device_tensor(ort, arr, dtype):
+    """A DEVICE OrtValue owning a copy of `arr` in `dtype` (ORT's allocation: aligned)."""
+    v = new_value(ort, arr.shape, dtype)
+    if arr.size:
+        fill(v, arr, dtype)
+    return v
+
+
+def poison(v, shape, dtype):
+    if int(np.prod(shape)) == 0:
+        return
+    if dtype == "bfloat16":
+        v.update_inplace(np.full(shape, BF16_NAN, np.uint16))
+    else:
+        v.update_inplace(np.full(shape, np.nan, NP[dtype]))
+
+
+def poisoned(ort, shape, dtype):
+    v = new_value(ort, shape, dtype)
+    poison(v, shape, dtype)
+    return v
+
+
+_readback = {}
+_readback_lock = threading.Lock()
+
+
+def to_host(ort, v, dtype):
+    """float64 host copy of a DEVICE OrtValue (bfloat16 through a Cast session: numpy has no bfloat16)."""
+    if dtype != "bfloat16":
+        return np.array(v.numpy(), dtype=np.float64, copy=True)
+    with _readback_lock:
+        if "sess" not in _readback:
+            node = helper.make_node("Cast", ["Y"], ["F"], to=TensorProto.FLOAT)
+            g = helper.make_graph([node], "readback", [helper.make_tensor_value_info("Y", TensorProto.BFLOAT16, None)],
+                                  [helper.make_tensor_value_info("F", TensorProto.FLOAT, None)])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=cpu.IR_VERSION)
+            _readback["sess"] = ort.InferenceSession(m.SerializeToString(), providers=[EP])
+        sess = _readback["sess"]
+    io = sess.io_binding()
+    io.bind_ortvalue_input("Y", v)
+    io.bind_output("F", "cpu")
+    sess.run_with_iobinding(io)
+    return np.array(io.get_outputs()[0].numpy(), dtype=np.float64, copy=True)
+
+
+def run_bound(ort, sess, feeds, dtype, y_shape):
+    """One run: every graph input bound as a DEVICE OrtValue, Y bound to a NaN-filled DEVICE
+    buffer that ORT must write in place (an empty Y is left to ORT). Returns Y as float64."""
+    io = sess.io_binding()
+    for name, arr in feeds.items():
+        io.bind_ortvalue_input(name, device_tensor(ort, arr, dtype))
+    if int(np.prod(y_shape)) == 0:
+        io.bind_output("Y", DEVICE)
+        sess.run_with_iobinding(io)
+        io.synchronize_outputs()
+        out = io.get_outputs()[0]
+        assert tuple(out.shape()) == tuple(y_shape), (out.shape(), y_shape)
+        return np.zeros(y_shape)
+    y = poisoned(ort, y_shape, dtype)
+    io.bind_ortvalue_output("Y", y)
+    sess.run_with_iobinding(io)
+    io.synchronize_outputs()
+    assert io.get_outputs()[0].data_ptr() == y.data_ptr(), "ORT did not write into the bound output"
+    return to_host(ort, y, dtype)
+
+
+def references(feeds):
+    """(float64 reference, ||x * w||_2 per element: the error scale)."""
+    ref = cpu.reference(feeds)
+    x = np.asarray(feeds["X"], np.float64)
+    w = np.asarray(feeds["W"], np.float64)
+    m = int(np.prod(x.shape[:-1]))
+    scale = np.sqrt((x.reshape(m, x.shape[-1]) ** 2) @ (w**2)).reshape(ref.shape)
+    return ref, scale
+
+
+def bound(ref, scale, dtype, k):
+    c = 16 * 2.0**-24 * np.sqrt(max(k, 1)) if dtype == "float32" else 4 * UNIT[dtype]
+    return 2 * UNIT[dtype] * np.abs(ref) + c * scale + 1e-30
+
+
+def assert_close(got, feeds, dtype, what):
+    ref, scale = references(feeds)
+    assert got.shape == ref.shape, (what, got.shape, ref.shape)
+    nan = np.isnan(got)
+    assert not nan.any(), f"{what}: {int(nan.sum())} of {got.size} elements unwritten (NaN)"
+    if got.size == 0:
+        return
+    ratio = float((np.abs(got - ref) / bound(ref, scale, dtype, feeds["X"].shape[-1])).max())
+    assert ratio <= 1.0, f"{what}: error {ratio:.3g} x the bound"
+
+
+def check(ort, dtype, feeds, *, inits=(), graph_shapes=None, what=""):
+    shapes = graph_shapes or {k: list(v.shape) for k, v in feeds.items()}
+    model = dense_model(dtype, {k: v for k, v in shapes.items() if k not in inits}, {k: feeds[k] for k in inits})
+    sess = session(ort, model)
+    ref = cpu.reference(feeds)
+    got = run_bound(ort, sess, {k: v for k, v in feeds.items() if k not in inits}, dtype, ref.shape)
+    assert_close(got, feeds, dtype, f"Dense {dtype} {what}")
+    return sess
+
+
+def make_feeds(rng, dtype, x_shape, n, *, bias=True):
+    return cpu.make_feeds(rng, dtype, x_shape, n, bias=bias)
+
+
+# ---------------------------------------------------------------------------
+# shapes
+
+SHAPES = [  # (X shape, N)
+    ((1, 768), 2304),        # BERT QKV, one token
+    ((128, 768), 2304),
+    ((4096, 768), 2304),
+    ((2, 64, 768), 3072),    # FFN up, rank-3 X
+    ((2, 64, 3072), 768),    # FFN down
+    ((5, 13), 7),            # unaligned N and K
+    ((3, 13), 8),
+    ((9, 16), 7),
+    ((17, 7), 13),
+    ((1, 1), 1),
+    ((6, 1), 5),             # K = 1
+    ((4, 32), 1),            # N = 1
+    ((3, 5, 40), 24),
+]
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("x_shape,n", SHAPES, ids=[f"{'x'.join(map(str, s))}-n{n}" for s, n in SHAPES])
+def test_cuda_shapes(ort_ep, x_shape, n, dtype, bias):
+    rng = np.random.default_rng(sum(x_shape) * 31 + n + 7 * DTYPES.index(dtype) + bias)
+    feeds = make_feeds(rng, dtype, x_shape, n, bias=bias)
+    inits = ("W", "bias") if sum(x_shape) % 2 else ()  # half the cases: the rewriter's initializers
+    check(ort_ep, dtype, feeds, inits=[s for s in inits if s in feeds], what=f"x={x_shape} n={n}")
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("x_shape,n", [((0, 8), 4), ((2, 0, 8), 4), ((3, 8), 0), ((3, 0), 5), ((2, 4, 0), 3),
+                                       ((1000, 0), 6)], ids=["m0", "m0-rank3", "n0", "k0", "k0-rank3", "k0-m1000"])
+def test_cuda_empty_dims(ort_ep, x_shape, n, dtype, bias):
+    """M = 0 or N = 0: empty Y, nothing runs. K = 0: Y = bias broadcast (copies doubling the
+    filled rows) or zeros (memset)."""
+    rng = np.random.default_rng(13 + n + len(x_shape))
+    check(ort_ep, dtype, make_feeds(rng, dtype, x_shape, n, bias=bias), what=f"x={x_shape} n={n}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_dynamic_shapes_one_session(ort_ep, dtype):
+    """Symbolic M (and K, N): every shape is its own plan, planned on first use; W and bias
+    change between runs."""
+    sess = session(ort_ep, dense_model(dtype, {"X": ["b", "s", "k"], "W": ["k", "n"], "bias": ["n"]}))
+    rng = np.random.default_rng(22 + DTYPES.index(dtype))
+    for x_shape, n in [((1, 3, 64), 32), ((4, 33, 64), 32), ((1, 3, 64), 32), ((2, 5, 13), 7), ((1, 1, 768), 2304),
+                       ((2, 0, 16), 8), ((2, 3, 0), 8)]:
+        feeds = make_feeds(rng, dtype, x_shape, n)
+        ref = cpu.reference(feeds)
+        assert_close(run_bound(ort_ep, sess, feeds, dtype, ref.shape), feeds, dtype, f"Dense {dtype} x={x_shape} n={n}")
+
+
+def test_cuda_large_values_cancel(ort_ep):
+    """Products that cancel in pairs: Y is (nearly) the bias alone, which the epilogue must add."""
+    rng = np.random.default_rng(40)
+    k = 512
+    x = cpu.rand(rng, (64, k), "float16")
+    w = cpu.rand(rng, (k, 48), "float16", 0.5)
+    w[k // 2:] = w[: k // 2]
+    x[:, k // 2:] = -x[:, : k // 2]
+    check(ort_ep, "float16", {"X": x, "W": w, "bias": cpu.rand(rng, (48,), "float16")}, what="cancelling sums")
+
+
+# ---------------------------------------------------------------------------
+# CUDA graphs
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_graph_replays(ort_ep, dtype, bias):
+    """enable_cuda_graph=1: X, W, bias and Y bound to DEVICE OrtValues once; every run copies
+    new inputs and weights in place and re-poisons Y, so a replay that ignored either is caught.
+    8 runs cover ORT's warm-up, the capture and replays."""
+    x_shape, n = (64, 768), 2304
+    shapes = {"X": list(x_shape), "W": [x_shape[-1], n]} | ({"bias": [n]} if bias else {})
+    sess = session(ort_ep, dense_model(dtype, shapes), cuda_graph=True)
+    rng = np.random.default_rng(50 + DTYPES.index(dtype) + 3 * bias)
+    feeds = make_feeds(rng, dtype, x_shape, n, bias=bias)
+    in_vals = {k: device_tensor(ort_ep, v, dtype) for k, v in feeds.items()}
+    y_shape = (x_shape[0], n)
+    y = poisoned(ort_ep, y_shape, dtype)
+    io = sess.io_binding()
+    for k, v in in_vals.items():
+        io.bind_ortvalue_input(k, v)
+    io.bind_ortvalue_output("Y", y)
+    for it in range(8):
+        if it > 0:
+            feeds = make_feeds(rng, dtype, x_shape, n, bias=bias)
+            for k, v in feeds.items():
+                fill(in_vals[k], v, dtype)
+            poison(y, y_shape, dtype)
+        sess.run_with_iobinding(io)
+        io.synchronize_outputs()
+        assert_close(to_host(ort_ep, y, dtype), feeds, dtype, f"Dense {dtype} graph run {it}")
+
+
+def test_cuda_graphs_through_ort_model(ort_ep):
+    """trt_fastops.runtime.OrtModel: one CUDA graph per input signature; new inputs every run."""
+    from trt_fastops import runtime as R
+
+    rng = np.random.default_rng(60)
+    w = cpu.rand(rng, (768, 3072), "float16", 1.0 / np.sqrt(768))
+    b = cpu.rand(rng, (3072,), "float16", 0.5)
+    model = dense_model("float16", {"X": ["b", "s", 768]}, {"W": w, "bias": b})
+    m = R.OrtModel(model, "cuda:0" if ON_CUDA else "cpu")
+    if ON_CUDA:
+        assert m.graphs_enabled, f"CUDA graphs fell back: {m.graph_fallback}"
+    for i in range(4):
+        feeds = {"X": cpu.rand(rng, (2, 32, 768), "float16"), "W": w, "bias": b}
+        out = m.run({"X": feeds["X"]})
+        assert_close(np.asarray(out["Y"], np.float64), feeds, "float16", f"OrtModel run {i}")
+    if ON_CUDA:
+        s = m.stats()
+        assert s["cuda_graphs"] is True and (s["graph_misses"], s["graph_hits"]) == (1, 3), s
+
+
+# ---------------------------------------------------------------------------
+# plan cache, threads, errors
+
+
+def test_cuda_plan_cache_hits(ort_ep):
+    """A second run (and a second session) of one signature plans nothing; a new M is a new plan."""
+    if not ON_CUDA:
+        pytest.skip("the plan cache serves the CUDA EP only (the CPU op never plans)")
+    rng = np.random.default_rng(70)
+    model = dense_model("float16", {"X": ["m", 256], "W": [256, 512], "bias": [512]})
+    sess = session(ort_ep, model)
+    old_capacity = cache_stats()["capacity"]
+    _C.dense_plan_cache_set_capacity(max(old_capacity, 64))
+    try:
+        _C.dense_plan_cache_clear()
+        _C.dense_plan_cache_reset_stats()
+
+        def run(s_, m):
+            feeds = make_feeds(rng, "float16", (m, 256), 512)
+            assert_close(run_bound(ort_ep, s_, feeds, "float16", (m, 512)), feeds, "float16", f"m={m}")
+            return cache_stats()
+
+        s1 = run(sess, 8)
+        assert (s1["misses"], s1["hits"], s1["size"]) == (1, 0, 1), s1
+        s2 = run(sess, 8)
+        assert (s2["misses"], s2["hits"], s2["size"]) == (1, 1, 1), s2
+        s3 = run(session(ort_ep, model), 8)
+        assert (s3["misses"], s3["hits"], s3["size"]) == (1, 2, 1), s3
+        s4 = run(sess, 24)
+        assert (s4["misses"], s4["hits"], s4["size"], s4["evictions"]) == (2, 2, 2, 0), s4
+        assert _C.dense_library_status()["available"], _C.dense_library_status()
+    finally:
+        _C.dense_plan_cache_set_capacity(old_capacity)
+
+
+def test_cuda_concurrent_sessions_from_threads(ort_ep):
+    """8 threads run 32 jobs over 4 models (float16 / bfloat16 / float32, bias or not), two
+    sessions each, every job with its own inputs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    specs = [("float16", (16, 768), 2304, True), ("bfloat16", (9, 13), 7, True), ("float32", (33, 64), 96, False),
+             ("float16", (2, 7, 128), 64, False)]
+    models = []
+    for dtype, xs, n, bias in specs:
+        shapes = {"X": list(xs), "W": [xs[-1], n]} | ({"bias": [n]} if bias else {})
+        models.append((dtype, xs, n, bias, [session(ort_ep, dense_model(dtype, shapes)) for _ in range(2)]))
+
+    def work(i):
+        dtype, xs, n, bias, sessions = models[i % len(models)]
+        rng = np.random.default_rng(500 + i)
+        feeds = make_feeds(rng, dtype, xs, n, bias=bias)
+        for rep in range(2):
+            got = run_bound(ort_ep, sessions[(i // len(models) + rep) % 2], feeds, dtype, (*xs[:-1], n))
+            assert_close(got, feeds, dtype, f"job {i} rep {rep}: {dtype} x={xs} n={n}")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(32)))
+
+
+def test_cuda_errors_are_ours_and_survivable(ort_ep):
+    rng = np.random.default_rng(80)
+    # Session creation: K mismatch on the CUDA EP.
+    with pytest.raises(Exception) as e:
+        session(ort_ep, dense_model("float16", {"X": [2, 768], "W": [512, 64]}))
+    assert "Dense: X's last dim (768) must equal W's first dim (512)" in str(e.value)
+    # Run time: bias that does not match the fed W.
+    sess = session(ort_ep, dense_model("float16", {"X": ["m", "k"], "W": ["k", "n"], "bias": ["n2"]}))
+    feeds = {"X": cpu.rand(rng, (4, 16), "float16"), "W": cpu.rand(rng, (16, 8), "float16"),
+             "bias": cpu.rand(rng, (7,), "float16")}
+    with pytest.raises(Exception) as e:
+        run_bound(ort_ep, sess, feeds, "float16", (4, 8))
+    assert "Dense: input 'bias' (index 2) has shape [7], expected [8]" in str(e.value)
+    # The same session still works afterwards.
+    feeds["bias"] = cpu.rand(rng, (8,), "float16")
+    assert_close(run_bound(ort_ep, sess, feeds, "float16", (4, 8)), feeds, "float16", "after an error")
+
+
+# Eviction: TRT_FASTOPS_DENSE_PLAN_CACHE is read once per process (the first time the cache is
+# used), so the test runs this file as a script in a child process with the variable set.
+EVICT_CHILD_FLAG = "--dense-eviction-child"
+
+
+def _eviction_child():
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(90)
+    configs = [((4, 64), 32 + 16 * i) for i in range(3)]  # three signatures
+    sessions, all_feeds = [], []
+    for xs, n in configs:
+        f = make_feeds(rng, "float16", xs, n)
+        all_feeds.append(f)
+        sessions.append(session(ort, dense_model("float16", {k: list(v.shape) for k, v in f.items()})))
+    report = {"stats": []}
+    for i in (0, 1, 2, 0):  # the 4th run finds config 0 evicted (LRU with room for 2)
+        f = all_feeds[i]
+        assert_close(run_bound(ort, sessions[i], f, "float16", cpu.reference(f).shape), f, "float16",
+                     f"eviction child, config {i}")
+        report["stats"].append({k: v for k, v in _C.dense_plan_cache_stats().items()
+                                if k in ("hits", "misses", "evictions", "size", "capacity")})
+    print("DENSE_EVICTION_RESULT " + json.dumps(report), flush=True)
+
+
+def test_cuda_plan_cache_eviction_small_capacity(ort_ep):
+    if _C is None or not hasattr(_C, "dense_plan_cache_stats"):
+        pytest.skip("trt_fastops._C has no dense bindings (dense_plan_cache_stats)")
+    env = dict(os.environ)
+    env["TRT_FASTOPS_DENSE_PLAN_CACHE"] = "2"
+    env["TRT_FASTOPS_ORT_TEST_EP"] = EP
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), EVICT_CHILD_FLAG], env=env,
+                          capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"eviction child failed (rc {proc.returncode}):\n{out[-6000:]}"
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("DENSE_EVICTION_RESULT ")]
+    assert line, f"no result line from the eviction child:\n{out[-6000:]}"
+    stats = json.loads(line[-1].split(" ", 1)[1])["stats"]
+    assert all(s["capacity"] == 2 for s in stats), stats  # the variable reached the child's cache
+    if not ON_CUDA:
+        pytest.skip("child ran and matched the reference; eviction counters need the CUDA EP (the CPU op never plans)")
+    assert [(s["misses"], s["size"], s["evictions"]) for s in stats] == [(1, 1, 0), (2, 2, 0), (3, 2, 1), (4, 2, 2)], \
+        stats
+
+
+if __name__ == "__main__":
+    if EVICT_CHILD_FLAG in sys.argv:
+        _eviction_child()
+    else:
+        sys.exit(f"usage: python {Path(__file__).name} {EVICT_CHILD_FLAG} (pytest runs the tests)")
