@@ -568,6 +568,162 @@ def test_many_threads_one_session():
 
 
 # ---------------------------------------------------------------------------
+# packed_qkv = 1 (trt_fastops extension): Q is [B, S, (Hq + 2 * Hkv) * D] holding
+# Q, K and V (one MatMul with the three weights concatenated along N), K and V
+# are omitted; the op reads the three parts through strided views, no copies.
+
+
+def pack_qkv(feeds, attrs):
+    """The packed_qkv=1 form of a 3-D case with kv_len == q_len and v_head_dim ==
+    head_dim: Q, K and V concatenated along the last dim ([Q heads | K heads | V
+    heads], each head's D contiguous); K and V left out (empty input names)."""
+    f = dict(feeds)
+    packed = np.concatenate([f.pop("Q"), f.pop("K"), f.pop("V")], axis=-1)
+    return {"Q": packed, **f}, {**attrs, "packed_qkv": 1}
+
+
+def padding_mask(dtype, batch, total, padded):
+    """Additive key-padding mask [B, 1, 1, total]: 0 where attended, -inf on the
+    last padded[b] keys of batch b (BERT's attention_mask after (1 - m) * -inf)."""
+    m = np.zeros((batch, 1, 1, total), np.float32)
+    for b, n in enumerate(padded):
+        if n:
+            m[b, ..., total - n:] = -np.inf
+    return m if dtype in ("float32", "bfloat16") else m.astype(NP[dtype])
+
+
+def packed_case(rng, dtype, *, q_heads, kv_heads, seq=5, head_dim=8, batch=2, mask=None, causal=False,
+                past_len=None):
+    """(unpacked 3-D feeds, attrs) and their packed form. mask: None or "padding"
+    (batch 0 unpadded, the others with their last total // 4 keys padded)."""
+    feeds, attrs = make_case(rng, dtype, batch=batch, q_heads=q_heads, kv_heads=kv_heads, q_len=seq, kv_len=seq,
+                             head_dim=head_dim, rank=3, past_len=past_len,
+                             attrs={"is_causal": 1} if causal else None)
+    if mask == "padding":
+        total = seq + (past_len or 0)
+        feeds["attn_mask"] = padding_mask(dtype, batch, total, [0] + [total // 4] * (batch - 1))
+        feeds = {k: feeds[k] for k in INPUTS if k in feeds}
+    return (feeds, attrs), pack_qkv(feeds, attrs)
+
+
+def run_case(dtype, feeds, attrs, outputs, ref, sess=None, graph_shapes=None):
+    if sess is None:
+        sess = make_session(model_for(dtype, feeds, attrs, outputs, graph_shapes))
+    return run_poisoned(sess, graph_feeds(feeds, dtype), out_specs(dtype, outputs, ref))
+
+
+PACKED_HEADS = [(4, 4), (4, 2), (6, 1)]
+PACKED_HEAD_IDS = ["mha", "gqa", "mqa"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", ["plain", "padding", "causal", "padding_causal"])
+@pytest.mark.parametrize("heads", PACKED_HEADS, ids=PACKED_HEAD_IDS)
+def test_packed_qkv_matches_unpacked(heads, variant, dtype):
+    """Packed Q (K and V omitted) gives exactly the numbers of the equivalent
+    unpacked 3-D node (the CPU op computes each row the same way whatever the
+    strides), and matches the float64 reference."""
+    hq, hkv = heads
+    rng = np.random.default_rng(seed_of((heads, variant, dtype)))
+    (feeds, attrs), (pfeeds, pattrs) = packed_case(rng, dtype, q_heads=hq, kv_heads=hkv,
+                                                   mask="padding" if "padding" in variant else None,
+                                                   causal="causal" in variant)
+    assert pfeeds["Q"].shape == (2, 5, (hq + 2 * hkv) * 8) and "K" not in pfeeds and "V" not in pfeeds
+    node = next(n for n in model_for(dtype, pfeeds, pattrs).graph.node if n.op_type == "Attention")
+    assert (list(node.input) + ["", ""])[:3] == ["Q", "", ""], node.input  # K, V omitted
+    ref = reference(feeds, attrs)
+    got = run_case(dtype, pfeeds, pattrs, ("Y",), ref)
+    want = run_case(dtype, feeds, attrs, ("Y",), ref)
+    y = out_name("Y", dtype)
+    assert np.array_equal(got[y], want[y]), f"packed vs unpacked: max diff {np.abs(got[y] - want[y]).max()}"
+    compare(dtype, got, ref, ("Y",), f"packed {variant}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("outs", [("Y", "present_key", "present_value"), ("Y",)], ids=["present", "scratch"])
+@pytest.mark.parametrize("heads", PACKED_HEADS, ids=PACKED_HEAD_IDS)
+def test_packed_qkv_past_and_present(heads, outs, dtype):
+    """past_key / past_value with packed Q: present = concat(past, the packed K / V
+    parts), copied from their strided views (into the outputs, or scratch)."""
+    hq, hkv = heads
+    rng = np.random.default_rng(seed_of((heads, outs, dtype, "past")))
+    for seq, past, mask in [(1, 9, "padding"), (4, 6, None), (3, 0, "padding")]:
+        (feeds, attrs), (pfeeds, pattrs) = packed_case(rng, dtype, q_heads=hq, kv_heads=hkv, seq=seq,
+                                                       past_len=past, mask=mask, causal=True)
+        ref = reference(feeds, attrs, outs)
+        got = run_case(dtype, pfeeds, pattrs, outs, ref)
+        want = run_case(dtype, feeds, attrs, outs, ref)
+        for o in outs:
+            assert np.array_equal(got[out_name(o, dtype)], want[out_name(o, dtype)]), (o, seq, past)
+        compare(dtype, got, ref, outs, f"packed seq={seq} past={past}")
+
+
+def test_packed_qkv_present_without_past():
+    """No past: present_key / present_value are the packed K / V parts laid out as 4-D."""
+    rng = np.random.default_rng(44)
+    outs = ("Y", "present_key", "present_value")
+    (feeds, attrs), (pfeeds, pattrs) = packed_case(rng, "float16", q_heads=4, kv_heads=2, seq=6)
+    ref = reference(feeds, attrs, outs)
+    compare("float16", run_case("float16", pfeeds, pattrs, outs, ref), ref, outs, "packed present")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_packed_qkv_dynamic_shapes_one_session(dtype):
+    """Symbolic batch / seq at graph time: shape inference gives Y [b, s, Hq * D];
+    one session runs several shapes, the padding mask's length following seq."""
+    hq, hkv, d = 4, 2, 8
+    rng = np.random.default_rng(45)
+    shapes = {"Q": ["b", "s", (hq + 2 * hkv) * d], "attn_mask": ["b", 1, 1, "s"]}
+    (_, _), (probe, pattrs) = packed_case(rng, dtype, q_heads=hq, kv_heads=hkv, mask="padding", causal=True)
+    sess = make_session(model_for(dtype, probe, pattrs, graph_shapes=shapes))
+    assert tuple(sess.get_outputs()[0].shape) == ("b", "s", hq * d), sess.get_outputs()[0].shape
+    for b, s in [(1, 1), (2, 5), (3, 17), (1, 64)]:
+        (feeds, attrs), (pfeeds, _) = packed_case(rng, dtype, q_heads=hq, kv_heads=hkv, seq=s, batch=b,
+                                                  mask="padding", causal=True)
+        ref = reference(feeds, attrs)
+        compare(dtype, run_case(dtype, pfeeds, pattrs, ("Y",), ref, sess=sess), ref, ("Y",), f"b={b} s={s}")
+
+
+def test_packed_qkv_empty():
+    """batch 0 or seq 0: nothing to compute (Y empty)."""
+    rng = np.random.default_rng(46)
+    for kw in (dict(batch=0), dict(seq=0)):
+        (feeds, attrs), (pfeeds, pattrs) = packed_case(rng, "float32", q_heads=4, kv_heads=2, **kw)
+        ref = reference(feeds, attrs)
+        compare("float32", run_case("float32", pfeeds, pattrs, ("Y",), ref), ref, ("Y",), str(kw))
+
+
+def test_packed_qkv_with_inputs_bitmask():
+    """The TensorRT-style file: no empty names, Q and attn_mask with 'inputs' =
+    0b1001 (slots 0 and 3); our ORT op maps the positions back to slots."""
+    rng = np.random.default_rng(47)
+    (feeds, attrs), (pfeeds, pattrs) = packed_case(rng, "float16", q_heads=4, kv_heads=2, mask="padding",
+                                                   past_len=3)
+    outs = ("Y", "present_key", "present_value")
+    model = compact(model_for("float16", pfeeds, pattrs, outs), drop=())
+    node = model.graph.node[0]
+    assert list(node.input) == ["Q", "attn_mask", "past_key", "past_value"]
+    assert helper.get_attribute_value(node.attribute[-1]) == 0b111001
+    ref = reference(feeds, attrs, outs)
+    got = run_poisoned(make_session(model), graph_feeds(pfeeds, "float16"), out_specs("float16", outs, ref))
+    compare("float16", got, ref, outs, "packed, compact inputs")
+
+
+def test_packed_qkv_run_time_errors():
+    """A symbolic last dim passes at graph time; a packed width that (Hq + 2 * Hkv)
+    does not divide is refused at run time, and the session keeps working."""
+    rng = np.random.default_rng(48)
+    (feeds, attrs), (pfeeds, pattrs) = packed_case(rng, "float32", q_heads=4, kv_heads=2)
+    sess = make_session(model_for("float32", pfeeds, pattrs, graph_shapes={"Q": ["b", "s", "w"]}))
+    with pytest.raises(Exception) as e:
+        sess.run(None, {"Q": rand(rng, (2, 5, 63), "float32")})
+    assert ("Attention: with packed_qkv=1, Q's last dim (63) must be (q_num_heads + 2 * kv_num_heads) * head_dim "
+            "= (4 + 2 * 2) * D = 8 * D (input 'Q' (index 0) has shape [2, 5, 63])") in str(e.value), str(e.value)
+    ref = reference(feeds, attrs)
+    compare("float32", run_case("float32", pfeeds, pattrs, ("Y",), ref, sess=sess), ref, ("Y",), "after the error")
+
+
+# ---------------------------------------------------------------------------
 # cross-checks: ONNX Runtime's own Attention-23 and onnx's reference implementation
 
 ORT_CASES = [
@@ -782,6 +938,49 @@ ERROR_CASES = [
     ("window", "float32", std_shapes(), None, ("Y",), {"left_window_size": 2},
      "Attention: attribute 'left_window_size' is 2; sliding-window attention (ONNX Attention-25) is not supported, "
      "expected -1 (no window)"),
+    # K / V omitted without packed_qkv
+    ("k_missing", "float32", {"Q": [2, 4, 5, 8], "V": [2, 2, 7, 8]}, None, ("Y",), {},
+     "Attention: input 'K' (index 1) is missing; it is required (unless packed_qkv=1, where Q holds Q, K and V)"),
+    ("v_missing", "float32", {"Q": [2, 5, 32], "K": [2, 7, 16]}, None, ("Y",), {"q_num_heads": 4, "kv_num_heads": 2},
+     "Attention: input 'V' (index 2) is missing; it is required (unless packed_qkv=1"),
+    ("q_only", "float32", {"Q": [2, 5, 32]}, None, ("Y",), {"q_num_heads": 4, "kv_num_heads": 2},
+     "Attention: input 'K' (index 1) is missing; it is required (unless packed_qkv=1"),
+    # packed_qkv = 1
+    ("packed_qkv_2", "float32", {"Q": [2, 5, 64]}, None, ("Y",), {"packed_qkv": 2, "q_num_heads": 4, "kv_num_heads": 2},
+     "Attention: attribute 'packed_qkv' is 2, expected 0 (separate Q, K, V) or 1 (Q holds Q, K and V)"),
+    ("packed_qkv_float", "float32", {"Q": [2, 5, 64]}, None, ("Y",), {"packed_qkv": 1.0},
+     "Attention: attribute 'packed_qkv' is a float, expected an int"),
+    ("packed_with_k", "float32", {"Q": [2, 5, 64], "K": [2, 5, 16]}, None, ("Y",),
+     {"packed_qkv": 1, "q_num_heads": 4, "kv_num_heads": 2},
+     "Attention: with packed_qkv=1, input 'K' (index 1) must be omitted (Q holds Q, K and V: [batch, seq, "
+     "(q_num_heads + 2 * kv_num_heads) * head_dim])"),
+    ("packed_with_v", "float32", {"Q": [2, 5, 64], "V": [2, 5, 16]}, None, ("Y",),
+     {"packed_qkv": 1, "q_num_heads": 4, "kv_num_heads": 2},
+     "Attention: with packed_qkv=1, input 'V' (index 2) must be omitted"),
+    ("packed_no_heads", "float32", {"Q": [2, 5, 64]}, None, ("Y",), {"packed_qkv": 1, "q_num_heads": 4},
+     "Attention: packed_qkv=1 needs attributes 'q_num_heads' and 'kv_num_heads' (missing: 'kv_num_heads'); they "
+     "split Q's last dim into (q_num_heads + 2 * kv_num_heads) heads"),
+    ("packed_4d", "float32", {"Q": [2, 4, 5, 8]}, None, ("Y",), {"packed_qkv": 1, "q_num_heads": 4, "kv_num_heads": 2},
+     "Attention: with packed_qkv=1, input 'Q' (index 0) has shape [2, 4, 5, 8], expected rank 3 [batch, seq, "
+     "(q_num_heads + 2 * kv_num_heads) * head_dim]"),
+    ("packed_bert_width", "float16", {"Q": [2, 128, 2300]}, None, ("Y",),
+     {"packed_qkv": 1, "q_num_heads": 12, "kv_num_heads": 12},
+     "Attention: with packed_qkv=1, Q's last dim (2300) must be (q_num_heads + 2 * kv_num_heads) * head_dim = "
+     "(12 + 2 * 12) * D = 36 * D (input 'Q' (index 0) has shape [2, 128, 2300])"),
+    ("packed_head_dim_300", "float32", {"Q": [1, 3, 2400]}, None, ("Y",),
+     {"packed_qkv": 1, "q_num_heads": 4, "kv_num_heads": 2},
+     "Attention: head_dim is 300 (from dim 2 of input 'Q' (index 0) divided by 8 heads), expected 1 ... 256"),
+    ("packed_past_head_dim", "float32", {"Q": [2, 5, 64], "past_key": [2, 2, 3, 4], "past_value": [2, 2, 3, 8]},
+     None, ("Y",), {"packed_qkv": 1, "q_num_heads": 4, "kv_num_heads": 2},
+     "Attention: input 'past_key' (index 4) has shape [2, 2, 3, 4]: its dim 3 (head_dim) is 4, expected 8 (head_dim "
+     "from dim 2 of input 'Q' (index 0) divided by 8 heads)"),
+    ("packed_past_heads", "float32", {"Q": [2, 5, 64], "past_key": [2, 4, 3, 8], "past_value": [2, 4, 3, 8]},
+     None, ("Y",), {"packed_qkv": 1, "q_num_heads": 4, "kv_num_heads": 2},
+     "Attention: input 'past_key' (index 4) has shape [2, 4, 3, 8]: its dim 1 (kv_num_heads) is 4, expected 2 "
+     "(kv_num_heads from attribute 'kv_num_heads')"),
+    ("packed_mask_len", "float32", {"Q": [2, 5, 64], "attn_mask": [2, 1, 1, 6]}, None, ("Y",),
+     {"packed_qkv": 1, "q_num_heads": 4, "kv_num_heads": 2},
+     "Attention: input 'attn_mask' (index 3) has shape [2, 1, 1, 6]: its dim 3 is 6, expected at most 5"),
 ]
 
 
@@ -826,4 +1025,5 @@ def test_nonpad_kv_seqlen_is_refused():
     model.graph.input.append(helper.make_tensor_value_info("nonpad", TensorProto.INT64, [2]))
     with pytest.raises(Exception) as e:
         make_session(model)
-    assert "has input size 7 not in range [min=3, max=6]" in str(e.value)
+    # K and V are optional in the schema (packed_qkv = 1 leaves them out), so ORT's minimum is 1.
+    assert "has input size 7 not in range [min=1, max=6]" in str(e.value)

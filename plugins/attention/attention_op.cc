@@ -8,7 +8,9 @@ namespace {
 
 const AttentionSignature SIGNATURES[1] = {
     {AttentionOp::attention, "Attention", ATTENTION_MAX_INPUTS, ATTENTION_MAX_OUTPUTS,
-     {{"Q", false}, {"K", false}, {"V", false}, {"attn_mask", true}, {"past_key", true}, {"past_value", true}},
+     // K and V are optional in the signature only for packed_qkv = 1 (Q holds
+     // them); infer_attention requires them otherwise.
+     {{"Q", false}, {"K", true}, {"V", true}, {"attn_mask", true}, {"past_key", true}, {"past_value", true}},
      {{"Y", false}, {"present_key", true}, {"present_value", true}, {"qk_matmul_output", true}},
      /*x*/ ATTN_Q},
 };
@@ -29,9 +31,10 @@ std::string slot_list(const TensorSlot* slots, int n) {
 // left/right_window_size are ONNX Attention-25's sliding window: only their
 // "no window" value -1 is accepted, so a windowed node is refused, not run wrong
 // (ORT cannot list a node's attributes; an unknown name would go unnoticed).
-const char* const ATTR_NAMES[] = {"is_causal", "kv_num_heads",      "q_num_heads",      "qk_matmul_output_mode",
-                                  "scale",     "softcap",           "softmax_precision", "left_window_size",
-                                  "right_window_size"};
+// packed_qkv is ours, not ONNX's (attention_op.h).
+const char* const ATTR_NAMES[] = {"is_causal",        "kv_num_heads",      "q_num_heads",     "qk_matmul_output_mode",
+                                  "scale",            "softcap",           "softmax_precision", "left_window_size",
+                                  "right_window_size", "packed_qkv"};
 
 Status unknown_attr(const std::string& name) { return unknown_attr_error(OP, name, attention_attr_names()); }
 
@@ -136,6 +139,19 @@ TensorView view_of(bool three_d, int64_t heads, int64_t seq, int64_t dim) {
 void* offset_bytes(void* p, int64_t elements, DType t) {
   return p == nullptr ? nullptr : static_cast<char*>(p) + elements * dtype_size(t);
 }
+const void* offset_bytes(const void* p, int64_t elements, DType t) {
+  return p == nullptr ? nullptr : static_cast<const char*>(p) + elements * dtype_size(t);
+}
+
+// Strides of Q, K and V inside a packed [B, S, (Hq + 2 * Hkv) * D] tensor: one
+// row of S holds every head of the three, so all share the row stride.
+TensorView packed_view(int64_t q_heads, int64_t kv_heads, int64_t seq, int64_t dim) {
+  TensorView v;
+  v.stride_s = (q_heads + 2 * kv_heads) * dim;
+  v.stride_h = dim;
+  v.stride_b = seq * v.stride_s;
+  return v;
+}
 
 }  // namespace
 
@@ -168,6 +184,8 @@ Status set_attention_attr_int(const std::string& name, int64_t value, AttentionA
     attrs->kv_num_heads = value;
   } else if (name == "qk_matmul_output_mode") {
     attrs->qk_matmul_output_mode = value;
+  } else if (name == "packed_qkv") {
+    attrs->packed_qkv = value;
   } else if (name == "left_window_size" || name == "right_window_size") {
     if (value != -1) {
       return Status::errorf(OP, ": attribute '", name, "' is ", value,
@@ -200,6 +218,10 @@ Status set_attention_attr_float(const std::string& name, double value, Attention
 Status validate_attention_attrs(const AttentionAttrs& a) {
   if (a.is_causal != 0 && a.is_causal != 1)
     return Status::errorf(OP, ": attribute 'is_causal' is ", a.is_causal, ", expected 0 or 1");
+  if (a.packed_qkv != 0 && a.packed_qkv != 1) {
+    return Status::errorf(OP, ": attribute 'packed_qkv' is ", a.packed_qkv,
+                          ", expected 0 (separate Q, K, V) or 1 (Q holds Q, K and V)");
+  }
   if (a.has_q_num_heads && a.q_num_heads < 1)
     return Status::errorf(OP, ": attribute 'q_num_heads' is ", a.q_num_heads, ", expected >= 1");
   if (a.has_kv_num_heads && a.kv_num_heads < 1)
@@ -256,7 +278,26 @@ Status infer_attention(const AttentionAttrs& attrs, const std::vector<TensorDesc
     return size_t(idx) < outputs_present.size() && outputs_present[size_t(idx)];
   };
 
-  TRT_FASTOPS_RETURN_IF_ERROR(check_required_inputs(OP, s.inputs, s.num_inputs, inputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(check_required_inputs(OP, s.inputs, s.num_inputs, inputs));  // Q
+  const bool packed = attrs.packed_qkv != 0;
+  for (int i : {ATTN_K, ATTN_V}) {
+    if (packed && in(i).present) {
+      return Status::errorf(OP, ": with packed_qkv=1, ", in_ref(i),
+                            " must be omitted (Q holds Q, K and V: [batch, seq, (q_num_heads + 2 * kv_num_heads) * "
+                            "head_dim])");
+    }
+    if (!packed && !in(i).present) {
+      return Status::errorf(OP, ": ", in_ref(i),
+                            " is missing; it is required (unless packed_qkv=1, where Q holds Q, K and V)");
+    }
+  }
+  if (packed && (!attrs.has_q_num_heads || !attrs.has_kv_num_heads)) {
+    return Status::errorf(OP, ": packed_qkv=1 needs attributes 'q_num_heads' and 'kv_num_heads' (missing: ",
+                          !attrs.has_q_num_heads && !attrs.has_kv_num_heads ? "both"
+                          : !attrs.has_q_num_heads                          ? "'q_num_heads'"
+                                                                            : "'kv_num_heads'",
+                          "); they split Q's last dim into (q_num_heads + 2 * kv_num_heads) heads");
+  }
   if (!out_present(ATTN_Y)) return Status::errorf(OP, ": ", out_ref(ATTN_Y), " is missing; it is required");
   if (out_present(ATTN_QK_MATMUL_OUTPUT)) {
     return Status::errorf(OP, ": ", out_ref(ATTN_QK_MATMUL_OUTPUT),
@@ -303,11 +344,20 @@ Status infer_attention(const AttentionAttrs& attrs, const std::vector<TensorDesc
   out->has_past = past_k.present;
 
   // Ranks: Q, K, V share one (3 or 4); any of them may tell it at graph time.
+  // Packed Q is always 3-D.
   int rank = -1;
   int rank_src = -1;
+  if (packed && q.rank_known && q.dims.size() != 3) {
+    return Status::errorf(OP, ": with packed_qkv=1, ", in_ref(ATTN_Q), " has shape ", format_dims(q.dims),
+                          ", expected rank 3 [batch, seq, (q_num_heads + 2 * kv_num_heads) * head_dim]");
+  }
+  if (packed) {
+    rank = 3;
+    rank_src = ATTN_Q;
+  }
   for (int i : {ATTN_Q, ATTN_K, ATTN_V}) {
     const TensorDesc& t = in(i);
-    if (!t.rank_known) continue;
+    if (!t.present || !t.rank_known) continue;
     const int r = int(t.dims.size());
     if (r != 3 && r != 4) {
       return Status::errorf(OP, ": ", in_ref(i), " has shape ", format_dims(t.dims), " (rank ", r,
@@ -362,9 +412,26 @@ Status infer_attention(const AttentionAttrs& attrs, const std::vector<TensorDesc
     bind_attr(&kv_heads, attrs.kv_num_heads, "kv_num_heads");
   }
   auto dim = [](const TensorDesc& t, int axis) { return t.rank_known ? t.dims[size_t(axis)] : int64_t(-1); };
+  if (packed) {
+    // [B, S, (Hq + 2 * Hkv) * D]: S is both q_seq and kv_seq, D both head dims.
+    TRT_FASTOPS_RETURN_IF_ERROR(bind(&batch, dim(q, 0), ATTN_Q, q, 0));
+    TRT_FASTOPS_RETURN_IF_ERROR(bind(&q_len, dim(q, 1), ATTN_Q, q, 1));
+    TRT_FASTOPS_RETURN_IF_ERROR(bind(&kv_len, dim(q, 1), ATTN_Q, q, 1));
+    const int64_t heads = attrs.q_num_heads + 2 * attrs.kv_num_heads;
+    const int64_t last = dim(q, 2);
+    if (last >= 0 && last % heads != 0) {
+      return Status::errorf(OP, ": with packed_qkv=1, Q's last dim (", last,
+                            ") must be (q_num_heads + 2 * kv_num_heads) * head_dim = (", attrs.q_num_heads, " + 2 * ",
+                            attrs.kv_num_heads, ") * D = ", heads, " * D (", in_ref(ATTN_Q), " has shape ",
+                            format_dims(q.dims), ")");
+    }
+    const int64_t d = last >= 0 ? last / heads : -1;
+    TRT_FASTOPS_RETURN_IF_ERROR(bind(&head_dim, d, ATTN_Q, q, 2, heads));
+    TRT_FASTOPS_RETURN_IF_ERROR(bind(&v_head_dim, d, ATTN_Q, q, 2, heads));
+  }
   for (int i : {ATTN_Q, ATTN_K, ATTN_V}) {
     const TensorDesc& t = in(i);
-    if (!t.rank_known) continue;
+    if (packed || !t.rank_known) continue;
     TRT_FASTOPS_RETURN_IF_ERROR(bind(&batch, dim(t, 0), i, t, 0));
     Dim* heads = i == ATTN_Q ? &q_heads : &kv_heads;
     Dim* seq = i == ATTN_Q ? &q_len : &kv_len;
@@ -485,6 +552,11 @@ Status make_attention_params(const AttentionAttrs& attrs, const AttentionShapes&
                           sh.kv_len, ", head dims ", sh.head_dim, "/", sh.v_head_dim, ")");
   }
   const bool three_d = sh.rank == 3;
+  const bool packed = attrs.packed_qkv != 0;
+  if (packed && (!three_d || sh.kv_len != sh.q_len || sh.v_head_dim != sh.head_dim)) {
+    return Status::errorf(OP, ": internal error: packed_qkv shapes (rank ", sh.rank, ", seq ", sh.q_len, "/",
+                          sh.kv_len, ", head dims ", sh.head_dim, "/", sh.v_head_dim, ")");
+  }
   AttentionParams p;
   p.dtype = sh.dtype;
   p.batch = sh.batch;
@@ -500,11 +572,22 @@ Status make_attention_params(const AttentionAttrs& attrs, const AttentionShapes&
   p.causal_offset = sh.past_len;
 
   p.q = buf.inputs[ATTN_Q];
-  p.q_view = view_of(three_d, sh.q_heads, sh.q_len, sh.head_dim);
   p.out = buf.outputs[ATTN_Y];
   p.out_view = view_of(three_d, sh.q_heads, sh.q_len, sh.v_head_dim);
-  const TensorView k_in_view = view_of(three_d, sh.kv_heads, sh.kv_len, sh.head_dim);
-  const TensorView v_in_view = view_of(three_d, sh.kv_heads, sh.kv_len, sh.v_head_dim);
+  // The new K / V: their own inputs, or (packed) the parts of Q after the Q
+  // heads, read in place through Q's row stride.
+  const void* k_in = buf.inputs[ATTN_K];
+  const void* v_in = buf.inputs[ATTN_V];
+  TensorView k_in_view, v_in_view;
+  if (packed) {
+    p.q_view = k_in_view = v_in_view = packed_view(sh.q_heads, sh.kv_heads, sh.q_len, sh.head_dim);
+    k_in = offset_bytes(p.q, sh.q_heads * sh.head_dim, sh.dtype);
+    v_in = offset_bytes(p.q, (sh.q_heads + sh.kv_heads) * sh.head_dim, sh.dtype);
+  } else {
+    p.q_view = view_of(three_d, sh.q_heads, sh.q_len, sh.head_dim);
+    k_in_view = view_of(three_d, sh.kv_heads, sh.kv_len, sh.head_dim);
+    v_in_view = view_of(three_d, sh.kv_heads, sh.kv_len, sh.v_head_dim);
+  }
   const TensorView pk_view = view_of(false, sh.kv_heads, sh.total_len, sh.head_dim);
   const TensorView pv_view = view_of(false, sh.kv_heads, sh.total_len, sh.v_head_dim);
   const TensorView past_k_view = view_of(false, sh.kv_heads, sh.past_len, sh.head_dim);
@@ -537,7 +620,7 @@ Status make_attention_params(const AttentionAttrs& attrs, const AttentionShapes&
       add_copy(buf.inputs[which ? ATTN_PAST_VALUE : ATTN_PAST_KEY], which ? past_v_view : past_k_view, present[which],
                dst_view, sh.past_len, dim);
     }
-    add_copy(buf.inputs[which ? ATTN_V : ATTN_K], which ? v_in_view : k_in_view,
+    add_copy(which ? v_in : k_in, which ? v_in_view : k_in_view,
              offset_bytes(present[which], sh.past_len * dim, sh.dtype), dst_view, sh.kv_len, dim);
   }
 
@@ -548,9 +631,9 @@ Status make_attention_params(const AttentionAttrs& attrs, const AttentionShapes&
     p.v = present[1];
     p.v_view = pv_view;
   } else {
-    p.k = buf.inputs[ATTN_K];
+    p.k = k_in;
     p.k_view = k_in_view;
-    p.v = buf.inputs[ATTN_V];
+    p.v = v_in;
     p.v_view = v_in_view;
   }
 
@@ -594,8 +677,9 @@ Status make_attention_params(const AttentionAttrs& attrs, const AttentionShapes&
   const bool any_kv = sh.batch > 0 && sh.kv_len > 0;
   if (any_q && p.q == nullptr) return missing(in_ref(ATTN_Q));
   if (any_q && p.out == nullptr) return missing(out_ref(ATTN_Y));
-  if (any_kv && buf.inputs[ATTN_K] == nullptr) return missing(in_ref(ATTN_K));
-  if (any_kv && buf.inputs[ATTN_V] == nullptr) return missing(in_ref(ATTN_V));
+  // Packed K / V are Q's data (null exactly when Q's is).
+  if (any_kv && k_in == nullptr) return missing(in_ref(packed ? ATTN_Q : ATTN_K));
+  if (any_kv && v_in == nullptr) return missing(in_ref(packed ? ATTN_Q : ATTN_V));
   if (sh.has_past && sh.batch > 0 && sh.past_len > 0) {
     if (buf.inputs[ATTN_PAST_KEY] == nullptr) return missing(in_ref(ATTN_PAST_KEY));
     if (buf.inputs[ATTN_PAST_VALUE] == nullptr) return missing(in_ref(ATTN_PAST_VALUE));

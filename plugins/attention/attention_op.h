@@ -6,17 +6,26 @@
 // present_key / present_value, and every error message. Framework-free: same
 // API shape as norm_op.h / conv_op.h.
 //
-//   inputs:  Q, K, V, attn_mask?, past_key?, past_value?
+//   inputs:  Q, K?, V?, attn_mask?, past_key?, past_value?  (K and V required unless packed_qkv = 1)
 //   outputs: Y, present_key?, present_value?, qk_matmul_output? (refused: not supported yet)
 //   attrs:   is_causal (0), kv_num_heads, q_num_heads, qk_matmul_output_mode (0),
 //            scale (1/sqrt(head_dim)), softcap (0), softmax_precision;
-//            left_window_size / right_window_size (ONNX Attention-25) only as -1 (no window)
+//            left_window_size / right_window_size (ONNX Attention-25) only as -1 (no window);
+//            packed_qkv (0; a trt_fastops extension, not ONNX): 0 or 1
 //
 // Rules (ONNX Attention-23 and its reference implementation):
 // - 4-D: Q [B, Hq, Sq, D], K [B, Hkv, Skv, D], V [B, Hkv, Skv, Dv]; q_num_heads /
 //   kv_num_heads must not be given. 3-D: Q [B, Sq, Hq*D], K [B, Skv, Hkv*D],
 //   V [B, Skv, Hkv*Dv]; both attributes required and dividing the hidden sizes.
 //   Hq a multiple of Hkv (GQA / MQA). D and Dv in [1, 256].
+// - packed_qkv = 1: Q is 3-D [B, S, (Hq + 2 * Hkv) * D] holding Q, K and V, its
+//   last dim laid out [Q heads | K heads | V heads] with each head's D
+//   contiguous: the output of one MatMul with the Q, K, V weights concatenated
+//   along N. K and V must be omitted; q_num_heads and kv_num_heads are
+//   required; Skv = Sq, Dv = D. The launcher reads the three parts through
+//   strided views of Q (no split copies). Y is [B, S, Hq * D]; attn_mask,
+//   past_key / past_value and present_key / present_value work as for 3-D
+//   inputs (present_* are copied from the packed K / V parts).
 // - past_key [B, Hkv, P, D] and past_value [B, Hkv, P, Dv] (always 4-D), both or
 //   neither. present_key / present_value = concat(past, new) along seq
 //   ([B, Hkv, P + Skv, D / Dv], also for 3-D inputs); without past they are K / V
@@ -89,6 +98,7 @@ struct AttentionAttrs {
   float softcap = 0.f;
   bool has_softmax_precision = false;
   int64_t softmax_precision = 0;  // an ONNX TensorProto element type
+  int64_t packed_qkv = 0;         // 1: Q holds Q, K and V (see the rules above)
 };
 
 // Names of the attributes the op accepts, in a fixed order.

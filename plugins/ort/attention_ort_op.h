@@ -18,6 +18,10 @@
 // safety net.
 // Optional int attributes 'inputs' / 'outputs' (bitmasks of the present input /
 // output slots, plugins/trt/README.md) are honoured as the norm ops do.
+// Without 'inputs', node positions are slots: ORT keeps an omitted optional
+// input as an empty name in its position, so packed_qkv's Q, "", "", attn_mask
+// is slots 0 and 3 (K and V are optional in the schema for that form; the op
+// layer requires them otherwise).
 #pragma once
 
 #include <onnxruntime_c_api.h>

@@ -68,11 +68,15 @@ Status attention_config_from_fields(const nv::PluginFieldCollection& fc, Attenti
   }
   TRT_FASTOPS_RETURN_IF_ERROR(at::validate_attention_attrs(cfg->attrs));
 
-  // The op's rules on which inputs / outputs exist (Q, K, V required, past_key
-  // with past_value, qk_matmul_output not supported) can be checked now.
+  // The op's rules on which inputs / outputs exist (Q, K, V required, or Q
+  // alone with packed_qkv; past_key with past_value; qk_matmul_output not
+  // supported) can be checked now. Without 'inputs' the layer is Q, K, V (Q
+  // alone when packed: more inputs need the field, see check_layer_inputs).
+  const bool packed = cfg->attrs.packed_qkv != 0;
   std::vector<TensorDesc> descs(size_t(sig().num_inputs));
   for (int i = 0; i < sig().num_inputs; ++i) {
-    descs[i].present = cfg->inputs_mask >= 0 ? (cfg->inputs_mask >> i & 1) != 0 : i <= at::ATTN_V;
+    const int last_default = packed ? at::ATTN_Q : at::ATTN_V;
+    descs[i].present = cfg->inputs_mask >= 0 ? (cfg->inputs_mask >> i & 1) != 0 : i <= last_default;
     descs[i].rank_known = false;
   }
   std::vector<bool> outs(size_t(sig().num_outputs));
@@ -93,6 +97,16 @@ AttentionPlugin::AttentionPlugin(const AttentionPluginConfig& cfg, std::string l
   nb_outputs_ = nb_outputs_of_mask(cfg_.outputs_mask);
 }
 
+Status AttentionPlugin::check_layer_inputs(int32_t nb_inputs) const {
+  // TensorRT's ONNX parser drops omitted inputs, so without 'inputs' a packed
+  // layer's second input could be attn_mask or past_key: refuse the guess.
+  if (cfg_.attrs.packed_qkv == 0 || cfg_.inputs_mask >= 0 || nb_inputs <= 1) return Status::ok();
+  return Status::errorf(sig().name, ": with packed_qkv=1 the layer has ", nb_inputs,
+                        " inputs but no field 'inputs'; TensorRT drops the omitted K and V, so say which slots the "
+                        "inputs are (a bitmask over Q, K, V, attn_mask, past_key, past_value: e.g. inputs=9 for Q and "
+                        "attn_mask; the rewriter's --plugin-attributes writes it)");
+}
+
 SlotLayout AttentionPlugin::slot_layout() const {
   return SlotLayout{sig().name, sig().inputs, sig().num_inputs, sig().outputs, sig().num_outputs, cfg_.inputs_mask,
                     cfg_.outputs_mask};
@@ -107,6 +121,7 @@ Status AttentionPlugin::output_data_types(nv::DataType* output_types, int32_t nb
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(input_types, nb_inputs, sig().name, "input types"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(output_types, nb_outputs, sig().name, "output types"));
   TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(check_layer_inputs(nb_inputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
   TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
@@ -130,6 +145,7 @@ Status AttentionPlugin::output_shapes(const nv::DimsExprs* inputs, int32_t nb_in
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(inputs, nb_inputs, name, "input shapes"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(outputs, nb_outputs, name, "output shapes"));
   TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(check_layer_inputs(nb_inputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
   TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
@@ -138,17 +154,21 @@ Status AttentionPlugin::output_shapes(const nv::DimsExprs* inputs, int32_t nb_in
   TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, slot_layout().outputs_present(), &s));
   if (s.rank != 3 && s.rank != 4) return Status::errorf(name, ": internal error: rank of Q, K, V unknown");
 
+  const bool packed = cfg_.attrs.packed_qkv != 0;
   const nv::DimsExprs* by_slot[at::ATTENTION_MAX_INPUTS] = {};
   for (int32_t i = 0; i < nb_inputs; ++i) by_slot[slots[size_t(i)]] = &inputs[i];
   for (int slot : {at::ATTN_Q, at::ATTN_K, at::ATTN_V}) {
+    if (packed && slot != at::ATTN_Q) continue;  // Q holds K and V
     const nv::DimsExprs* e = by_slot[slot];
     if (e == nullptr || e->nbDims != s.rank) return Status::errorf(name, ": internal error: input slot ", slot);
     for (int32_t j = 0; j < e->nbDims; ++j)
       if (e->d[j] == nullptr) return Status::errorf(name, ": TensorRT passed a null dimension");
   }
+  // Packed: K's and V's seq and hidden dims are Q's ([B, S, (Hq + 2 * Hkv) * D]).
   const nv::DimsExprs& q = *by_slot[at::ATTN_Q];
-  const nv::DimsExprs& k = *by_slot[at::ATTN_K];
-  const nv::DimsExprs& v = *by_slot[at::ATTN_V];
+  const nv::DimsExprs& k = packed ? q : *by_slot[at::ATTN_K];
+  const nv::DimsExprs& v = packed ? q : *by_slot[at::ATTN_V];
+  const int64_t kv_hidden_heads = packed ? s.q_heads + 2 * s.kv_heads : s.kv_heads;
   const bool four = s.rank == 4;
 
   ExprMaker e(builder, name);
@@ -166,9 +186,9 @@ Status AttentionPlugin::output_shapes(const nv::DimsExprs* inputs, int32_t nb_in
   }
   // 3-D: the head dims come from the hidden sizes and the head-count attributes.
   const E head_dim = four ? e.known_or(s.head_dim, k.d[3])
-                          : (s.head_dim >= 0 ? e.constant(s.head_dim) : e.floor_div(k.d[2], s.kv_heads));
+                          : (s.head_dim >= 0 ? e.constant(s.head_dim) : e.floor_div(k.d[2], kv_hidden_heads));
   const E v_head_dim = four ? e.known_or(s.v_head_dim, v.d[3])
-                            : (s.v_head_dim >= 0 ? e.constant(s.v_head_dim) : e.floor_div(v.d[2], s.kv_heads));
+                            : (s.v_head_dim >= 0 ? e.constant(s.v_head_dim) : e.floor_div(v.d[2], kv_hidden_heads));
   const E kv_heads = four ? e.known_or(s.kv_heads, k.d[1]) : e.constant(s.kv_heads);
   for (int32_t o = 0; o < nb_outputs; ++o) {
     nv::DimsExprs& y = outputs[o];
@@ -209,11 +229,14 @@ Status AttentionPlugin::supports_format(int32_t pos, const nv::DynamicPluginTens
   *supported = false;
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(in_out, nb_inputs + nb_outputs, sig().name, "tensor descriptions"));
   TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(check_layer_inputs(nb_inputs));
   std::vector<int> slots;
   TRT_FASTOPS_RETURN_IF_ERROR(
       slot_layout().input_slots(nb_inputs, &slots));
-  if (nb_inputs < 3 || nb_inputs > sig().num_inputs || slots[0] != at::ATTN_Q) {
-    return Status::errorf(sig().name, ": the layer has ", nb_inputs, " inputs, expected Q, K, V and up to 3 more");
+  const bool packed = cfg_.attrs.packed_qkv != 0;
+  if (nb_inputs < (packed ? 1 : 3) || nb_inputs > sig().num_inputs || slots[0] != at::ATTN_Q) {
+    return Status::errorf(sig().name, ": the layer has ", nb_inputs, " inputs, expected ",
+                          packed ? "Q (packed_qkv=1) and up to 3 more" : "Q, K, V and up to 3 more");
   }
   if (pos < 0 || pos >= nb_inputs + nb_outputs) {
     return Status::errorf(sig().name, ": supportsFormatCombination: position ", pos, " is out of range [0, ",
@@ -234,6 +257,7 @@ Status AttentionPlugin::supports_format(int32_t pos, const nv::DynamicPluginTens
 
 Status AttentionPlugin::configure(const nv::DynamicPluginTensorDesc* in, int32_t nb_inputs,
                                   const nv::DynamicPluginTensorDesc* out, int32_t nb_outputs) {
+  TRT_FASTOPS_RETURN_IF_ERROR(check_layer_inputs(nb_inputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
   TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_descs(in, nb_inputs, out, nb_outputs, &descs, &slots));
@@ -249,6 +273,7 @@ Status AttentionPlugin::workspace_size(const nv::DynamicPluginTensorDesc* inputs
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(inputs, nb_inputs, sig().name, "input descriptions"));
   TRT_FASTOPS_RETURN_IF_ERROR(need_array(outputs, nb_outputs, sig().name, "output descriptions"));
   TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().check_nb_outputs(nb_outputs));
+  TRT_FASTOPS_RETURN_IF_ERROR(check_layer_inputs(nb_inputs));
   std::vector<TensorDesc> descs;
   std::vector<int> slots;
   TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_inputs(
@@ -271,6 +296,7 @@ Status AttentionPlugin::workspace_size(const nv::DynamicPluginTensorDesc* inputs
 Status AttentionPlugin::shape_change(const nv::PluginTensorDesc* in, int32_t nb_inputs,
                                      const nv::PluginTensorDesc* out, int32_t nb_outputs) {
   shapes_ready_ = false;
+  TRT_FASTOPS_RETURN_IF_ERROR(check_layer_inputs(nb_inputs));
   std::vector<TensorDesc> descs;
   TRT_FASTOPS_RETURN_IF_ERROR(slot_layout().layer_descs(in, nb_inputs, out, nb_outputs, &descs, &run_slots_));
   TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, slot_layout().outputs_present(), &shapes_));
@@ -339,6 +365,7 @@ void AttentionPlugin::serialize_fields(FieldList* fields) const {
   if (a.has_scale) fields->add_float32("scale", a.scale);
   fields->add_float32("softcap", a.softcap);
   if (a.has_softmax_precision) fields->add_int64("softmax_precision", a.softmax_precision);
+  if (a.packed_qkv != 0) fields->add_int64("packed_qkv", a.packed_qkv);  // absent = 0, as engines before it
   if (cfg_.inputs_mask >= 0) fields->add_int32(FIELD_INPUTS, cfg_.inputs_mask);
   fields->add_int32(FIELD_OUTPUTS, cfg_.outputs_mask);
 }

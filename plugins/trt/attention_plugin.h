@@ -5,10 +5,13 @@
 // Fields (the node's ONNX attributes, or what getFieldsToSerialize wrote):
 //   is_causal, q_num_heads, kv_num_heads, qk_matmul_output_mode,
 //   softmax_precision, left_window_size, right_window_size   ints (kINT32/kINT64)
+//   packed_qkv (trt_fastops extension: Q holds Q, K and V)   int, 0 or 1
 //   scale, softcap                                          floats (kFLOAT32/kFLOAT64)
 //   inputs   optional int bitmask over the input slots Q, K, V, attn_mask,
 //            past_key, past_value (bit i = slot i is one of the layer's
-//            inputs, in slot order); absent: the first nbInputs slots.
+//            inputs, in slot order); absent: the first nbInputs slots
+//            (with packed_qkv = 1: Q alone; a packed layer with more inputs
+//            needs the field, since the parser drops the omitted K and V).
 //   outputs  optional int bitmask over Y, present_key, present_value,
 //            qk_matmul_output (bit 0 set; bit 3 is refused by the op layer);
 //            default 1. The plugin has (highest set bit + 1) outputs; clear
@@ -73,6 +76,8 @@ class AttentionPlugin final : public PluginBase {
 
  private:
   SlotLayout slot_layout() const;
+  // A packed_qkv layer with more inputs than Q needs the 'inputs' field.
+  Status check_layer_inputs(int32_t nb_inputs) const;
 
   AttentionPluginConfig cfg_;
   int32_t nb_outputs_ = 1;

@@ -360,3 +360,91 @@ def test_cuda_many_sessions_and_threads(ort_ep):
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(work, range(32)))
+
+
+# ---------------------------------------------------------------------------
+# packed_qkv = 1: Q [B, S, (Hq + 2 * Hkv) * D] holds Q, K and V (one MatMul with
+# the three weights concatenated along N), K and V omitted; the kernels read K
+# and V through Q's row stride, with no split copies.
+
+# (batch, q_heads, kv_heads, seq, head_dim, mask, causal)
+PACKED_CONFIGS = [
+    (2, 12, 12, 128, 64, "padding", 0),  # BERT-base, key-padding mask
+    (2, 12, 12, 128, 64, None, 0),       # BERT-base, no mask
+    (2, 8, 2, 100, 128, None, 1),        # GQA, causal, d128
+    (1, 4, 1, 257, 64, "padding", 1),    # MQA, several key tiles
+    (2, 4, 4, 33, 256, "padding", 0),    # d256 (no warp-specialised tile)
+    (1, 4, 2, 17, 40, "padding", 0),     # head dim not a power of two
+    (2, 2, 2, 9, 7, None, 1),            # head dim 7: unaligned rows (element loads)
+]
+PACKED_IDS = ["bert_padding", "bert", "gqa_causal_d128", "mqa_causal_s257", "d256", "d40", "d7"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cfg", PACKED_CONFIGS, ids=PACKED_IDS)
+def test_cuda_packed_qkv(ort_ep, cfg, dtype):
+    """Packed Q against the float64 reference, and against the equivalent
+    unpacked 3-D node (separate K / V buffers) on the same EP."""
+    b, hq, hkv, s, d, mask, causal = cfg
+    rng = np.random.default_rng(seed_of((cfg, dtype, "packed")))
+    (feeds, attrs), (pfeeds, pattrs) = cpu.packed_case(rng, dtype, q_heads=hq, kv_heads=hkv, seq=s, head_dim=d,
+                                                       batch=b, mask=mask, causal=bool(causal))
+    assert pfeeds["Q"].shape == (b, s, (hq + 2 * hkv) * d)
+    ref = cpu.reference(feeds, attrs)
+    specs = cpu.out_specs(dtype, ("Y",), ref)
+    got = run_device(ort_ep, session(ort_ep, cpu.model_for(dtype, pfeeds, pattrs)), cpu.graph_feeds(pfeeds, dtype),
+                     specs)
+    cpu.compare(dtype, got, ref, ("Y",), f"packed {cfg}", TOL[dtype])
+    want = run_device(ort_ep, session(ort_ep, cpu.model_for(dtype, feeds, attrs)), cpu.graph_feeds(feeds, dtype), specs)
+    y = cpu.out_name("Y", dtype)
+    np.testing.assert_allclose(got[y], want[y], rtol=TOL[dtype], atol=TOL[dtype], err_msg="packed vs unpacked")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("outs", [ALL_OUTS, ("Y",)], ids=["present", "scratch"])
+def test_cuda_packed_qkv_past_and_present(ort_ep, outs, dtype):
+    """Decode / chunked-prefill steps with packed Q: present = concat(past, the
+    packed K / V parts), copied by launch_attention_copy from their strided views."""
+    rng = np.random.default_rng(seed_of((outs, dtype, "packed past")))
+    for seq, past in [(1, 63), (16, 100), (5, 0)]:
+        (feeds, attrs), (pfeeds, pattrs) = cpu.packed_case(rng, dtype, q_heads=8, kv_heads=2, seq=seq, head_dim=64,
+                                                           past_len=past, mask="padding", causal=True)
+        ref = cpu.reference(feeds, attrs, outs)
+        got = run_device(ort_ep, session(ort_ep, cpu.model_for(dtype, pfeeds, pattrs, outs)),
+                         cpu.graph_feeds(pfeeds, dtype), cpu.out_specs(dtype, outs, ref))
+        cpu.compare(dtype, got, ref, outs, f"packed seq={seq} past={past}", TOL[dtype])
+
+
+def test_cuda_packed_qkv_keeps_the_kernel(ort_ep):
+    """Packing changes only the views: for BERT-base (B=2, S=128, 12 heads, D=64,
+    float16) the dry-run kernel choice on Q / K / V views into one packed buffer
+    is the one for separate buffers (tensor maps encode the packed row stride),
+    never the unaligned variant, and the warp-specialised TMA kernel on an H100
+    with an sm_90a build."""
+    if not ON_CUDA:
+        pytest.skip("kernel choice is a CUDA question")
+    from trt_fastops import _C
+
+    b, s, h, d = 2, 128, 12, 64
+    width = 3 * h * d
+    keep = [ort_ep.OrtValue.ortvalue_from_shape_and_type([n], np.float16, "cuda", 0)
+            for n in (b * s * width, b * s * h * d, b * s * h * d, b * s * h * d, b * s * h * d)]
+    packed, q, k, v, out = (x.data_ptr() for x in keep)
+    mask = ort_ep.OrtValue.ortvalue_from_shape_and_type([b * s], np.float16, "cuda", 0)
+    hd_bytes = h * d * 2
+    packed_view, plain_view = (s * width, d, width), (s * h * d, d, h * d)
+    hopper = (any(dev["capability"] == "9.0" for dev in _C.devices()[:1])
+              and "90a" in _C.build_info()["cuda_archs"])
+    for masked in (False, True):
+        kw = dict(mask_kind="additive", mask_dtype="float16", mask=mask.data_ptr(), mask_strides=(s, 0, 0, 1),
+                  mask_kv_len=s) if masked else {}
+
+        def name(ptrs, view):
+            return _C.attention_forward("float16", *ptrs, out, b, h, h, s, s, d, d, q_strides=view, k_strides=view,
+                                        v_strides=view, out_strides=plain_view, scale=0.125, dry_run=True, **kw)
+
+        got = name((packed, packed + hd_bytes, packed + 2 * hd_bytes), packed_view)
+        want = name((q, k, v), plain_view)
+        assert got == want and "unaligned" not in got and got != "unsupported", (masked, got, want)
+        if hopper and not masked:
+            assert got.startswith("flash_fwd_ws"), got

@@ -35,12 +35,20 @@ struct Case {
   float scale = -1.f;  // < 0: absent (1 / sqrt(d))
   float softcap = 0.f;
   int outputs = 1;     // mask over Y, present_key, present_value
+  // packed_qkv = 1: Q is [b, sq, (hq + 2 * hkv) * d] holding Q, K and V (needs
+  // three_d, skv == sq, dv == d); K and V are not layer inputs.
+  bool packed = false;
 };
 
-static int inputs_mask(const Case& c) { return 0b111 | (c.mask ? 1 << MASK : 0) | (c.past >= 0 ? 0b110000 : 0); }
+static int inputs_mask(const Case& c) {
+  return (c.packed ? 0b1 : 0b111) | (c.mask ? 1 << MASK : 0) | (c.past >= 0 ? 0b110000 : 0);
+}
+// Layer position of attn_mask (after Q, K, V; after Q alone when packed).
+static size_t mask_position(const Case& c) { return c.packed ? 1 : 3; }
 static int64_t total(const Case& c) { return std::max<int64_t>(c.past, 0) + c.skv; }
 
 static std::vector<int64_t> q_dims(const Case& c) {
+  if (c.packed) return {c.b, c.sq, (c.hq + 2 * c.hkv) * c.d};
   return c.three_d ? std::vector<int64_t>{c.b, c.sq, c.hq * c.d} : std::vector<int64_t>{c.b, c.hq, c.sq, c.d};
 }
 static std::vector<int64_t> k_dims(const Case& c) {
@@ -51,7 +59,11 @@ static std::vector<int64_t> v_dims(const Case& c) {
 }
 // Input shapes in layer order (the set slots of inputs_mask).
 static std::vector<std::vector<int64_t>> layer_input_dims(const Case& c) {
-  std::vector<std::vector<int64_t>> v = {q_dims(c), k_dims(c), v_dims(c)};
+  std::vector<std::vector<int64_t>> v = {q_dims(c)};
+  if (!c.packed) {
+    v.push_back(k_dims(c));
+    v.push_back(v_dims(c));
+  }
   if (c.mask) v.push_back(c.mask_dims);
   if (c.past >= 0) {
     v.push_back({c.b, c.hkv, c.past, c.d});
@@ -80,7 +92,10 @@ static void add_fields(const Case& c, bool int32_style, Fields* f) {
   }
   if (c.scale >= 0) int32_style ? (void)f->float32("scale", c.scale) : (void)f->float64("scale", c.scale);
   if (c.softcap > 0) f->float32("softcap", c.softcap);
-  if (inputs_mask(c) != 0b111 && inputs_mask(c) != 0b1111) i("inputs", inputs_mask(c));
+  if (c.packed) i("packed_qkv", 1);
+  // The leading slots need no 'inputs' field: Q, K, V (+ mask), or packed Q alone.
+  if (c.packed ? inputs_mask(c) != 0b1 : inputs_mask(c) != 0b111 && inputs_mask(c) != 0b1111)
+    i("inputs", inputs_mask(c));
   if (c.outputs != 1) i("outputs", c.outputs);
 }
 
@@ -100,6 +115,7 @@ static std::string describe(const Case& c) {
   std::string s = std::string(c.three_d ? "3-D" : "4-D") + " b" + std::to_string(c.b) + " h" + std::to_string(c.hq) +
                   "/" + std::to_string(c.hkv) + " s" + std::to_string(c.sq) + "/" + std::to_string(c.skv) + " d" +
                   std::to_string(c.d) + "/" + std::to_string(c.dv);
+  if (c.packed) s += " packed";
   if (c.past >= 0) s += " past" + std::to_string(c.past);
   if (c.mask) s += std::string(c.mask == 1 ? " bool" : " additive") + " mask" + dims_str(c.mask_dims);
   if (c.is_causal) s += " causal";
@@ -134,6 +150,17 @@ static std::vector<Case> cases() {
   c = Case(); c.b = 1; c.hq = 2; c.hkv = 2; c.sq = 7; c.skv = 19; c.d = 256; c.dv = 256; c.mask = 1;
   c.mask_dims = {1, 2, 7, 19};  // row pattern below fully masks some rows
   v.push_back(c);
+  // packed_qkv: BERT-base's shape with an additive key-padding mask (K / V read
+  // through Q's row stride), and GQA with past and present outputs.
+  c = Case(); c.packed = true; c.three_d = true; c.b = 2; c.hq = 12; c.hkv = 12; c.sq = 128; c.skv = 128; c.d = 64;
+  c.dv = 64; c.mask = 2; c.mask_dims = {2, 1, 1, 128};
+  v.push_back(c);
+  c = Case(); c.packed = true; c.three_d = true; c.b = 1; c.hq = 8; c.hkv = 2; c.sq = 5; c.skv = 5; c.d = 64; c.dv = 64;
+  c.past = 9; c.is_causal = 1; c.outputs = 0b111; c.mask = 1; c.mask_dims = {5, 14};
+  v.push_back(c);
+  c = Case(); c.packed = true; c.three_d = true; c.b = 2; c.hq = 4; c.hkv = 1; c.sq = 33; c.skv = 33; c.d = 128;
+  c.dv = 128; c.is_causal = 1;  // Q alone: no 'inputs' field
+  v.push_back(c);
   return v;
 }
 
@@ -152,7 +179,7 @@ static void test_creator_and_fields(const Env& env) {
     const nv::PluginFieldCollection* names = c->getFieldNames();
     const std::vector<std::string> expect = {"is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode",
                                              "scale", "softcap", "softmax_precision", "left_window_size",
-                                             "right_window_size", "inputs", "outputs"};
+                                             "right_window_size", "packed_qkv", "inputs", "outputs"};
     bool all = names != nullptr && names->nbFields == int32_t(expect.size());
     for (const std::string& e : expect) {
       bool found = false;
@@ -170,7 +197,7 @@ static void test_creator_and_fields(const Env& env) {
       check(d["is_causal"].values == std::vector<double>{0} && d["softcap"].values == std::vector<double>{0} &&
                 d["qk_matmul_output_mode"].values == std::vector<double>{0} &&
                 d["outputs"].values == std::vector<double>{1} && !d.count("scale") && !d.count("q_num_heads") &&
-                !d.count("inputs"),
+                !d.count("inputs") && !d.count("packed_qkv"),
             "Attention: defaults serialize is_causal 0, softcap 0, qk_matmul_output_mode 0, outputs 1; no scale");
       check(build_of(p.get())->getNbOutputs() == 1, "Attention: one output by default");
     }
@@ -223,6 +250,30 @@ static void test_creator_and_fields(const Env& env) {
     f.int32("inputs", 0b10111);
     refused(f, "Attention: input 'past_key' (index 4) is given without input 'past_value' (index 5)", "past_key alone");
   }
+  { Fields f; f.int32("packed_qkv", 2); refused(f, "Attention: attribute 'packed_qkv' is 2, expected 0 (separate Q, K, V) or 1", "packed_qkv 2"); }
+  {
+    Fields f;
+    f.int32("packed_qkv", 1).int32("q_num_heads", 4).int32("kv_num_heads", 2).int32("inputs", 0b111);
+    refused(f, "Attention: with packed_qkv=1, input 'K' (index 1) must be omitted", "packed_qkv with K");
+  }
+  {
+    Fields f;
+    f.int32("packed_qkv", 1).int32("q_num_heads", 4);
+    refused(f, "Attention: packed_qkv=1 needs attributes 'q_num_heads' and 'kv_num_heads' (missing: 'kv_num_heads')",
+            "packed_qkv without kv_num_heads");
+  }
+  {
+    Fields f;
+    f.int64("packed_qkv", 1).int64("q_num_heads", 4).int64("kv_num_heads", 2).int32("inputs", 0b1001);
+    env.logger->clear();
+    PluginPtr p = create_attention(env, f);
+    check(bool(p), "Attention: packed_qkv with Q and attn_mask ('inputs' = 9) accepted (" + env.logger->last_error() + ")");
+    if (p) {
+      auto d = dump_fields_full(runtime_of(p.get())->getFieldsToSerialize());
+      check(d["packed_qkv"].values == std::vector<double>{1} && d["inputs"].values == std::vector<double>{9},
+            "Attention: packed_qkv and inputs serialized");
+    }
+  }
 }
 
 static void test_capabilities(const Env& env) {
@@ -273,7 +324,9 @@ static std::vector<nv::DimsExprs> input_exprs(TestExprBuilder& eb, const Case& c
     return to_exprs(s);
   };
   std::vector<nv::DimsExprs> ins;
-  if (c.three_d) {
+  if (c.packed) {
+    ins.push_back(make({dim(c.b, "B"), dim(c.sq, "SQ"), dim((c.hq + 2 * c.hkv) * c.d, nullptr)}));
+  } else if (c.three_d) {
     ins.push_back(make({dim(c.b, "B"), dim(c.sq, "SQ"), dim(c.hq * c.d, nullptr)}));
     ins.push_back(make({dim(c.b, "B"), dim(c.skv, "SKV"), dim(c.hkv * c.d, nullptr)}));
     ins.push_back(make({dim(c.b, "B"), dim(c.skv, "SKV"), dim(c.hkv * c.dv, nullptr)}));
@@ -328,7 +381,7 @@ static void test_output_shapes(const Env& env) {
         Case x = c;
         x.b += delta;
         x.sq += 2 * delta;
-        x.skv += 3 * delta;
+        x.skv = x.packed ? x.sq : x.skv + 3 * delta;  // packed: one seq
         if (x.past >= 0) x.past += delta;
         const std::map<std::string, int64_t> sym = {{"B", x.b}, {"SQ", x.sq}, {"SKV", x.skv}, {"P", x.past}};
         const auto w = output_dims(x);
@@ -443,6 +496,70 @@ static void test_output_shapes(const Env& env) {
   }
 }
 
+// packed_qkv = 1 at build time: Q's width split into (Hq + 2 * Hkv) heads, and
+// a layer with more inputs than Q needs the 'inputs' field.
+static void test_packed_build_time(const Env& env) {
+  std::printf("[attention packed_qkv at build time]\n");
+  TestExprBuilder eb;
+  auto make = [&](std::vector<int64_t> d) {
+    ExprShape s;
+    for (int64_t v : d) s.d.push_back(eb.constant_expr(v));
+    return to_exprs(s);
+  };
+  nv::DimsExprs out[1];
+  {
+    Fields f;
+    f.int32("packed_qkv", 1).int32("q_num_heads", 12).int32("kv_num_heads", 12);
+    PluginPtr p = create_attention(env, f);
+    std::vector<nv::DimsExprs> ins = {make({2, 128, 2300})};
+    env.logger->clear();
+    check(p && build_of(p.get())->getOutputShapes(ins.data(), 1, nullptr, 0, out, 1, eb) == -1 &&
+              env.logger->saw_error("Attention: with packed_qkv=1, Q's last dim (2300) must be (q_num_heads + 2 * "
+                                    "kv_num_heads) * head_dim = (12 + 2 * 12) * D"),
+          "Attention: packed Q of width 2300 with 12 + 2 * 12 heads refused (" + env.logger->last_error() + ")");
+    ins = {make({2, 12, 128, 64})};
+    env.logger->clear();
+    check(p && build_of(p.get())->getOutputShapes(ins.data(), 1, nullptr, 0, out, 1, eb) == -1 &&
+              env.logger->saw_error("Attention: with packed_qkv=1, input 'Q' (index 0) has shape [2, 12, 128, 64], "
+                                    "expected rank 3"),
+          "Attention: 4-D packed Q refused (" + env.logger->last_error() + ")");
+    ins = {make({2, 128, 2304}), make({2, 1, 1, 128})};
+    env.logger->clear();
+    check(p && build_of(p.get())->getOutputShapes(ins.data(), 2, nullptr, 0, out, 1, eb) == -1 &&
+              env.logger->saw_error("Attention: with packed_qkv=1 the layer has 2 inputs but no field 'inputs'"),
+          "Attention: packed layer with 2 inputs and no 'inputs' field refused (" + env.logger->last_error() + ")");
+    std::vector<nv::DynamicPluginTensorDesc> io = {dyn_desc({2, 128, 2304}, nv::DataType::kHALF),
+                                                   dyn_desc({2, 1, 1, 128}, nv::DataType::kHALF),
+                                                   dyn_desc({2, 128, 768}, nv::DataType::kHALF)};
+    env.logger->clear();
+    check(p && !build_of(p.get())->supportsFormatCombination(0, io.data(), 2, 1) &&
+              env.logger->saw_error("no field 'inputs'"),
+          "Attention: supportsFormatCombination refuses the same layer (" + env.logger->last_error() + ")");
+    // Q alone: layer [Q, Y].
+    std::vector<nv::DynamicPluginTensorDesc> qy = {io[0], io[2]};
+    bool ok = p && build_of(p.get())->supportsFormatCombination(0, qy.data(), 1, 1) &&
+              build_of(p.get())->supportsFormatCombination(1, qy.data(), 1, 1);
+    qy[1].desc.type = nv::DataType::kFLOAT;
+    ok = ok && !build_of(p.get())->supportsFormatCombination(1, qy.data(), 1, 1);
+    check(ok, "Attention: packed Q alone: Q and a float16 Y accepted, a float32 Y refused");
+  }
+  {
+    Fields f;
+    f.int32("packed_qkv", 1).int32("q_num_heads", 12).int32("kv_num_heads", 12).int32("inputs", 0b1001);
+    PluginPtr p = create_attention(env, f);
+    std::vector<nv::DynamicPluginTensorDesc> io = {dyn_desc({2, 128, 2304}, nv::DataType::kHALF),
+                                                   dyn_desc({2, 1, 1, 128}, nv::DataType::kBOOL),
+                                                   dyn_desc({2, 128, 768}, nv::DataType::kHALF)};
+    bool ok = bool(p);
+    for (int pos = 0; ok && pos < 3; ++pos) ok = build_of(p.get())->supportsFormatCombination(pos, io.data(), 2, 1);
+    check(ok, "Attention: packed Q + bool attn_mask ('inputs' = 9): every position accepted (" +
+                  env.logger->last_error() + ")");
+    io[1].desc.type = nv::DataType::kINT32;
+    check(p && !build_of(p.get())->supportsFormatCombination(1, io.data(), 2, 1),
+          "Attention: packed Q + int32 attn_mask: the mask position refused");
+  }
+}
+
 static void test_types_and_formats(const Env& env) {
   std::printf("[attention getOutputDataTypes / supportsFormatCombination]\n");
   Case c;
@@ -535,7 +652,7 @@ static std::vector<nv::DynamicPluginTensorDesc> dyn_inputs(const Case& c, nv::Da
   std::vector<nv::DynamicPluginTensorDesc> v;
   auto dims = layer_input_dims(c);
   for (size_t i = 0; i < dims.size(); ++i)
-    v.push_back(dyn_desc(dims[i], c.mask && i == MASK && c.mask == 1 ? nv::DataType::kBOOL : t));
+    v.push_back(dyn_desc(dims[i], c.mask == 1 && i == mask_position(c) ? nv::DataType::kBOOL : t));
   return v;
 }
 
@@ -705,9 +822,15 @@ static void reference(const Case& c, const HostTensor& q, const HostTensor& k, c
                       const MaskTensor* mask, const HostTensor* pk, const HostTensor* pv, std::vector<double>* y,
                       std::vector<double>* present_k, std::vector<double>* present_v) {
   const int64_t T = total(c), P = std::max<int64_t>(c.past, 0);
-  // Element of a [b, h, s, dim] tensor in the case's layout (3-D: [b, s, h * dim]).
-  auto at = [&](const HostTensor& t, int64_t heads, int64_t seq, int64_t dim, int64_t bb, int64_t h, int64_t s,
-                int64_t e) {
+  // Element of a [b, h, s, dim] tensor in the case's layout (3-D: [b, s, h * dim]);
+  // packed: part 0 / 1 / 2 (Q / K / V) of the row [Q heads | K heads | V heads].
+  auto at = [&](const HostTensor& t, int part, int64_t heads, int64_t seq, int64_t dim, int64_t bb, int64_t h,
+                int64_t s, int64_t e) {
+    if (c.packed) {
+      const int64_t width = (c.hq + 2 * c.hkv) * c.d;
+      const int64_t offset = part == 0 ? 0 : part == 1 ? c.hq * c.d : (c.hq + c.hkv) * c.d;
+      return t.values[size_t((bb * seq + s) * width + offset + h * dim + e)];
+    }
     const int64_t i = c.three_d ? ((bb * seq + s) * heads + h) * dim + e : ((bb * heads + h) * seq + s) * dim + e;
     return t.values[size_t(i)];
   };
@@ -718,10 +841,10 @@ static void reference(const Case& c, const HostTensor& q, const HostTensor& k, c
       for (int64_t j = 0; j < T; ++j) {
         for (int64_t e = 0; e < c.d; ++e)
           (*present_k)[size_t(((bb * c.hkv + h) * T + j) * c.d + e)] =
-              j < P ? pk->values[size_t(((bb * c.hkv + h) * P + j) * c.d + e)] : at(k, c.hkv, c.skv, c.d, bb, h, j - P, e);
+              j < P ? pk->values[size_t(((bb * c.hkv + h) * P + j) * c.d + e)] : at(k, 1, c.hkv, c.skv, c.d, bb, h, j - P, e);
         for (int64_t e = 0; e < c.dv; ++e)
           (*present_v)[size_t(((bb * c.hkv + h) * T + j) * c.dv + e)] =
-              j < P ? pv->values[size_t(((bb * c.hkv + h) * P + j) * c.dv + e)] : at(v, c.hkv, c.skv, c.dv, bb, h, j - P, e);
+              j < P ? pv->values[size_t(((bb * c.hkv + h) * P + j) * c.dv + e)] : at(v, 2, c.hkv, c.skv, c.dv, bb, h, j - P, e);
       }
   const double scale = c.scale >= 0 ? c.scale : 1.0 / std::sqrt(double(c.d));
   const int mr = c.mask ? int(c.mask_dims.size()) : 0;
@@ -735,7 +858,7 @@ static void reference(const Case& c, const HostTensor& q, const HostTensor& k, c
         for (int64_t j = 0; j < T; ++j) {
           double dot = 0;
           for (int64_t e = 0; e < c.d; ++e)
-            dot += at(q, c.hq, c.sq, c.d, bb, h, i, e) * (*present_k)[size_t(((bb * c.hkv + kh) * T + j) * c.d + e)];
+            dot += at(q, 0, c.hq, c.sq, c.d, bb, h, i, e) * (*present_k)[size_t(((bb * c.hkv + kh) * T + j) * c.d + e)];
           double sc = dot * scale;
           if (c.softcap > 0) sc = c.softcap * std::tanh(sc / c.softcap);
           bool masked = c.is_causal && j > i + P;
@@ -810,9 +933,12 @@ static void run_enqueue_case(const Env& env, const Case& c, DType dt, TestRecord
     return;
   }
 
-  HostTensor q = random_tensor(dt, q_dims(c), -1, 1, rng);
-  HostTensor k = random_tensor(dt, k_dims(c), -1, 1, rng);
-  HostTensor v = random_tensor(dt, v_dims(c), -1, 1, rng);
+  HostTensor q = random_tensor(dt, q_dims(c), -1, 1, rng);  // packed: Q, K and V
+  HostTensor k, v;
+  if (!c.packed) {
+    k = random_tensor(dt, k_dims(c), -1, 1, rng);
+    v = random_tensor(dt, v_dims(c), -1, 1, rng);
+  }
   HostTensor pk, pv;
   if (c.past >= 0) {
     pk = random_tensor(dt, {c.b, c.hkv, c.past, c.d}, -1, 1, rng);
@@ -820,7 +946,11 @@ static void run_enqueue_case(const Env& env, const Case& c, DType dt, TestRecord
   }
   MaskTensor mask;
   if (c.mask) mask = make_mask(c, dt, rng);
-  std::vector<const std::vector<uint8_t>*> host_in = {&q.bytes, &k.bytes, &v.bytes};
+  std::vector<const std::vector<uint8_t>*> host_in = {&q.bytes};
+  if (!c.packed) {
+    host_in.push_back(&k.bytes);
+    host_in.push_back(&v.bytes);
+  }
   if (c.mask) host_in.push_back(&mask.bytes);
   if (c.past >= 0) {
     host_in.push_back(&pk.bytes);
@@ -855,7 +985,7 @@ static void run_enqueue_case(const Env& env, const Case& c, DType dt, TestRecord
   if (rc != 0) return;
 
   std::vector<double> ry, rpk, rpv;
-  reference(c, q, k, v, c.mask ? &mask : nullptr, c.past >= 0 ? &pk : nullptr, c.past >= 0 ? &pv : nullptr, &ry, &rpk,
+  reference(c, q, c.packed ? q : k, c.packed ? q : v, c.mask ? &mask : nullptr, c.past >= 0 ? &pk : nullptr, c.past >= 0 ? &pv : nullptr, &ry, &rpk,
             &rpv);
   const std::vector<double>* want[3] = {&ry, &rpk, &rpv};
   const double atol = dt == DType::f16 ? 4e-3 : 3e-2, rtol = dt == DType::f16 ? 4e-3 : 2e-2;
@@ -896,6 +1026,7 @@ static void test_attention_plugin(const Env& env, TestRecorder& recorder) {
   attention_contract::test_creator_and_fields(env);
   attention_contract::test_capabilities(env);
   attention_contract::test_output_shapes(env);
+  attention_contract::test_packed_build_time(env);
   attention_contract::test_types_and_formats(env);
   attention_contract::test_configure_and_serialize(env, recorder);
 }
