@@ -24,8 +24,8 @@ runs in ONNX Runtime (our custom-op library) and TensorRT (our plugins); "ort" m
 what only ONNX Runtime runs (ORT_OPS): its contrib ops (com.microsoft) for the parts trt_fastops
 has no op for, where ONNX Runtime's own session fusions would not produce them (bias_gelu.py
 says why), our Dense (no TensorRT plugin: TensorRT fuses a GEMM's bias itself) and packed Q/K/V
-projections (Attention's packed_qkv, which the TensorRT plugin does not take): the faster choice
-for a file that only ONNX Runtime runs. An explicit `ops` list runs only the ops it names
+projections (one MatMul feeding Attention's packed_qkv; TensorRT merges such GEMMs by itself):
+the faster choice for a file that only ONNX Runtime runs. An explicit `ops` list runs only the ops it names
 (ORT_OPS included, "ort" target only; "FastGelu" is an alias of "BiasGelu", whose rule emits
 both).
 

@@ -1,7 +1,7 @@
 """Q, K and V projected from one input by three MatMuls -> one MatMul and Attention(packed_qkv=1).
 
-Only with target="ort" (the TensorRT plugin does not take packed_qkv; TensorRT fuses the three
-GEMMs' shared input itself). BERT / ViT / GPT-style exports compute Q = X Wq + bq, K = X Wk + bk,
+Only with target="ort": the TensorRT plugin takes packed_qkv too, but TensorRT merges GEMMs that
+share an input by itself, and the Dense the packed bias becomes has no plugin. BERT / ViT / GPT-style exports compute Q = X Wq + bq, K = X Wk + bk,
 V = X Wv + bv as three MatMul + Add pairs; on the GPU that is three GEMMs of N = hidden where one
 of N = 3 * hidden fills the device better, and three bias passes where one does. The packed
 output [B, S, (Hq + 2 Hkv) D] goes straight to trt_fastops.Attention, which reads Q, K and V as
