@@ -33,8 +33,11 @@ CASES = [
     ("additive-mask", "bfloat16", 2, 4, 4, 100, 170, 128, 128, dict(mask="additive", causal=True)),
     ("short-mask", "float16", 2, 2, 2, 64, 200, 64, 64, dict(mask="short")),
     # Key padding ([B, 1, 1, S]): per batch row all live, all dead, one live key, dead suffixes
-    # mid-block and on block boundaries (the kernels skip their blocks), then with more tiles than SMs.
-    ("key-padding", "float16", 6, 4, 2, 150, 333, 64, 64, dict(mask="padding", causal=True, causal_offset=183)),
+    # mid-block and on block boundaries (the ws kernel skips their blocks): the three-consumer d64
+    # tile (even S, the mask held packed), the two-consumer one (odd S), then d128 with more tiles
+    # than SMs.
+    ("key-padding", "float16", 6, 4, 2, 150, 334, 64, 64, dict(mask="padding", causal=True, causal_offset=184)),
+    ("key-padding-odd", "bfloat16", 6, 4, 4, 150, 333, 64, 64, dict(mask="padding")),
     ("key-padding-bool-persistent", "bfloat16", 8, 24, 8, 200, 300, 128, 128, dict(mask="padding-bool")),
     ("softcap", "float16", 1, 2, 2, 64, 64, 128, 128, dict(softcap=10.0)),
     ("one-query", "float16", 3, 4, 1, 1, 333, 128, 128, {}),

@@ -84,6 +84,7 @@ __device__ __forceinline__ int persistent_tile(int it, bool snake) {
 // score preparation (no mask loads or adds). The issuing thread publishes the
 // tile's two block counts before its q_full arrival (a release), so each
 // consumer reads them after its q_full wait and all walk the same blocks.
+// With three consumers the prefetched mask is held packed (KeyRowMaskPacked).
 template <typename T, typename CFG, bool MASKED, bool KEY_ROW = false>
 __global__ void __launch_bounds__(CFG::THREADS, 1)
     flash_fwd_ws_kernel(const __grid_constant__ FlashArgs a, const __grid_constant__ TmaMaps maps) {
@@ -238,12 +239,16 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
       if (cg == CONSUMERS - 1) named_barrier_arrive(1, 256);
     }
     // Key-padding masks (one mask row for all queries) are loaded while S runs,
-    // for the blocks past the no-op ones.
-    KeyRowMask<NT> km;
+    // for the blocks past the no-op ones; three consumers (160 registers) hold
+    // them packed (KeyRowMaskPacked: the launcher sends only masks it can hold).
+    constexpr bool packed_mask = key_row && CONSUMERS == 3;
+    std::conditional_t<packed_mask, KeyRowMaskPacked<NT>, KeyRowMask<NT>> km;
     BlockWork w_cur{};
     int zero_blocks = 0;  // KEY_ROW: leading blocks whose mask is a no-op
     auto load_mask = [&](int nb) {
-      if constexpr (key_row) {
+      if constexpr (packed_mask) {
+        if (nb >= zero_blocks) load_key_row_mask_packed<NT>(km, a, w_cur, nb * BN, t);
+      } else if constexpr (key_row) {
         if (nb >= zero_blocks) load_key_row_mask<NT>(km, a, w_cur, nb * BN, t);
       }
     };
@@ -253,7 +258,11 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
           prepare_scores<1, NT, false>(s, a, w_cur, w_cur.m0 + warp_row0, nb * BN, g, t);
         } else {
           scale_scores<1, NT>(s, a, w_cur);
-          apply_key_row_mask<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t);
+          if constexpr (packed_mask) {
+            apply_key_row_mask_packed<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t);
+          } else {
+            apply_key_row_mask<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t);
+          }
         }
       } else {
         prepare_scores<1, NT, MASKED>(s, a, w_cur, w_cur.m0 + warp_row0, nb * BN, g, t);

@@ -385,6 +385,64 @@ __device__ __forceinline__ void apply_key_row_mask(float (&s)[MT][NT][4], const 
     }
 }
 
+// The same block of a float16 / bfloat16 additive mask, kept packed: this
+// thread's two keys of each 8-key tile come in one 32-bit load and stay one
+// register until applied, half of KeyRowMask's: with it the three-consumer
+// d64 tile carries a prefetched mask without spilling (bool masks, a second
+// load width, spilled it again). Needs key stride 1, an even mask_kv_len and
+// rows aligned to a key pair (the launcher's key_row_packable).
+template <int NT>
+struct KeyRowMaskPacked {
+  uint32_t v[NT];
+};
+
+template <int NT>
+__device__ __forceinline__ void load_key_row_mask_packed(KeyRowMaskPacked<NT>& km, const FlashArgs& a,
+                                                         const BlockWork& w, int n0, int t) {
+  const int64_t head = w.b * a.m_sb + w.h * a.m_sh;
+  const int pair_cap = int(a.mask_kv_len) - 2;  // the last pair (mask_kv_len is even, >= 2 when a block runs)
+  const uint16_t* row = static_cast<const uint16_t*>(a.mask) + head;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+    km.v[nt] = *reinterpret_cast<const uint32_t*>(row + min(n0 + nt * 8 + 2 * t, pair_cap));
+}
+
+// apply_key_row_mask for a packed block; the values are dispatch_mask's.
+template <int MT, int NT>
+__device__ __forceinline__ void apply_key_row_mask_packed(float (&s)[MT][NT][4], const KeyRowMaskPacked<NT>& km,
+                                                          const FlashArgs& a, int warp_m0, int n0, int g, int t) {
+  auto apply = [&](auto unpack) {  // unpack(pair) -> the two keys' values in log2 units
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int last = last_visible_key<true>(a, warp_m0 + mt * 16 + g + hr * 8);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const float2 mv = unpack(km.v[nt]);
+          const int key = n0 + nt * 8 + 2 * t;
+          float& s0 = s[mt][nt][hr * 2];
+          float& s1 = s[mt][nt][hr * 2 + 1];
+          s0 = key > last ? NEG_INF : s0 + mv.x;
+          s1 = key + 1 > last ? NEG_INF : s1 + mv.y;
+        }
+      }
+  };
+  if (a.mask_dtype == 1) {
+    apply([](uint32_t p) {
+      __half2 h;
+      memcpy(&h, &p, 4);
+      return make_float2(__low2float(h) * LOG2E, __high2float(h) * LOG2E);
+    });
+  } else {
+    apply([](uint32_t p) {
+      __nv_bfloat162 h;
+      memcpy(&h, &p, 4);
+      return make_float2(__low2float(h) * LOG2E, __high2float(h) * LOG2E);
+    });
+  }
+}
+
 // Scores of one key block: to log2 units when needed, then every mask.
 // warp_m0: query row of the warp's first fragment row; n0: first key of the block.
 template <int MT, int NT, bool MASKED>

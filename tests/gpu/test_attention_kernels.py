@@ -250,7 +250,9 @@ def test_large_finite_mask_is_not_fully_masked():
 # 9000 below the first keys) are skipped; the other paths compute every block,
 # with the same results. Block sizes are 32 .. 128 keys depending on the path,
 # so the patterns end mid-block (200), on every block boundary (256), and skv is
-# a multiple of none.
+# a multiple of none. An even skv with a float16 / bfloat16 additive mask takes
+# the three-consumer d64 tile (the mask held packed), an odd one the
+# two-consumer tile.
 PAD_PATTERNS = {  # dead key ranges of one mask row
     "none": lambda s: [],
     "right-mid": lambda s: [(200, s)],
@@ -294,7 +296,8 @@ def _aligned_rows(values):
 @pytest.mark.parametrize("kind", PAD_KINDS)
 @pytest.mark.parametrize("d,dtype", [(64, "float16"), (128, "bfloat16")])
 @pytest.mark.parametrize("causal", ["full", "causal", "causal0"])
-def test_key_padding(kind, d, dtype, causal):
+@pytest.mark.parametrize("skv", [333, 334])
+def test_key_padding(kind, d, dtype, causal, skv):
     # One batch row per pattern, in one launch (bfloat16's -10000 is -9984). causal: bottom-right
     # (rows see the dead suffixes); causal0: top-left (the first rows of "left" see only dead keys).
     # finfo.min leaves out rows whose visible keys are all dead ("all"; "left" under causal0): in
@@ -304,8 +307,8 @@ def test_key_padding(kind, d, dtype, causal):
     dt = DTYPES[dtype]
     patterns = [p for p in PAD_PATTERNS
                 if not (kind == "finfo-min" and (p == "all" or (p == "left" and causal == "causal0")))]
-    b, hq, hkv, sq, skv = len(patterns), 4, 2, 140, 333
-    q, k, v = make_inputs(b, hq, hkv, sq, skv, d, d, dt, seed=d + len(kind))
+    b, hq, hkv, sq = len(patterns), 4, 2, 140
+    q, k, v = make_inputs(b, hq, hkv, sq, skv, d, d, dt, seed=d + len(kind) + skv)
     mask = _aligned_rows(_padding_values(_dead_keys(patterns, skv), kind, dt))
     got = check(q, k, v, mask=mask, causal=causal != "full", causal_offset=skv - sq if causal == "causal" else 0)
     if kind in ("neginf", "bool"):
@@ -319,10 +322,11 @@ def test_key_padding(kind, d, dtype, causal):
 def test_key_padding_is_exact(kind, d, dtype):
     # Dead keys change nothing, bit for bit: each padded row against the same row with its dead
     # suffix cut off (so the kernel never sees those keys). Live parts mix no-op blocks with
-    # random mask values and, for bool, holes.
+    # random mask values and, for bool, holes. Every length is even, so both calls take the
+    # same kernel (a packable mask's tile differs from the others').
     dt = DTYPES[dtype]
-    b, h, sq, skv = 4, 4, 150, 333
-    lengths = [333, 256, 200, 1]
+    b, h, sq, skv = 4, 4, 150, 334
+    lengths = [334, 256, 200, 2]
     q, k, v = make_inputs(b, h, h, sq, skv, d, d, dt, seed=7 + d)
     g = torch.Generator(device="cuda").manual_seed(3)
     dead = torch.arange(skv, device="cuda").view(1, skv) >= torch.tensor(lengths, device="cuda").view(b, 1)
@@ -347,10 +351,12 @@ def test_key_padding_is_exact(kind, d, dtype):
 
 @pytest.mark.parametrize("layout", ["misaligned", "strided", "shared", "heads", "float32", "short", "near-gap"])
 def test_key_padding_layouts(layout):
-    # The scan's other loads (element loads for odd row starts and key strides != 1), masks shared
-    # by every batch or differing per head, a float32 mask, a short mask (keys past it are masked),
-    # and values around the dead gap (-9999 before -10000 is live; 0 then -9000 is dead).
-    b, hq, hkv, sq, skv, d = 3, 4, 2, 100, 301, 64
+    # The scan's other loads (element loads for odd row starts and key strides != 1: the
+    # two-consumer tile), masks shared by every batch or differing per head, a float32 mask, a short
+    # mask (keys past it are masked), and values around the dead gap (-9999 before -10000 is live;
+    # 0 then -9000 is dead); "heads", "short" and "near-gap" are packable (even lengths).
+    b, hq, hkv, sq, d = 3, 4, 2, 100, 64
+    skv = 301 if layout in ("misaligned", "strided") else 302
     dt = torch.float16
     q, k, v = make_inputs(b, hq, hkv, sq, skv, d, d, dt, seed=len(layout))
     rows = ["right-mid", "holes", "one-live"]
