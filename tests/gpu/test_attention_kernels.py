@@ -353,8 +353,8 @@ def test_key_padding_is_exact(kind, d, dtype):
 def test_key_padding_layouts(layout):
     # The scan's other loads (element loads for odd row starts and key strides != 1: the
     # two-consumer tile), masks shared by every batch or differing per head, a float32 mask, a short
-    # mask (keys past it are masked), and values around the dead gap (-9999 before -10000 is live;
-    # 0 then -9000 is dead); "heads", "short" and "near-gap" are packable (even lengths).
+    # mask (keys past it are masked), and values around the dead gap (-9992 before -10000 is live,
+    # 5 % of the row's weight; 0 then -9000 is dead); "heads", "short" and "near-gap" are packable.
     b, hq, hkv, sq, d = 3, 4, 2, 100, 64
     skv = 301 if layout in ("misaligned", "strided") else 302
     dt = torch.float16
@@ -378,8 +378,8 @@ def test_key_padding_layouts(layout):
         mask = _aligned_rows(_padding_values(_dead_keys(rows, 250), "minus1e4", dt))
     else:
         vals = torch.zeros(b, skv, dtype=torch.float32, device="cuda")
-        vals[0, :] = -9999.0
-        vals[0, 150:] = -10000.0  # live: only 1 below the first keys
+        vals[0, :] = -9992.0  # float16 has no -9999
+        vals[0, 150:] = -10000.0  # live: only 8 below the first keys
         vals[1, 150:] = -9000.0  # dead: exactly the gap below the leading zeros
         vals[2, 100:] = -8000.0  # live
         vals[2, 200:] = -10000.0  # dead
