@@ -20,6 +20,10 @@ Every backend's output is checked against ours before it is timed.
 
     python scripts/bench_attention.py                      # full table -> bench/results/attention.json
     python scripts/bench_attention.py --seqlens 1024 4096 --dims 128 --dtypes float16
+    # BERT-base with a key-padding mask ([B, 1, 1, S]; sequence 0 padded from S/2, the rest all
+    # live), also timed without the mask; the baselines get the same mask (ORT: key lengths):
+    python scripts/bench_attention.py --seqlens 512 --dims 64 --dtypes float16 --causal no \
+        --batch 32 --heads 12 --key-padding additive --out bench/results/attention_bert_mask.json
 """
 from __future__ import annotations
 
@@ -49,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
+    ap.add_argument("--batch", type=int, default=0, help="batch size (default: 16k tokens / seqlen)")
+    ap.add_argument("--heads", type=int, default=0, help="heads (default: hidden 2048 / head dim)")
+    ap.add_argument("--key-padding", choices=("none", "additive", "bool"), default="none",
+                    help="a [B, 1, 1, S] key-padding mask: sequence 0 padded from S/2 (-10000 or False), the "
+                         "others all live; TFLOP/s stay those of the unmasked problem")
     ap.add_argument("--tile-sweep", type=int, default=0, metavar="N",
                     help="also time our tile variants 1..N-1 (_C.attention_set_tile_variant) per case")
     ap.add_argument("--out", type=Path, default=Path("bench/results/attention.json"))
@@ -62,9 +71,10 @@ def plan(args) -> list[dict]:
         for d in args.dims:
             for causal in causal_opts:
                 for s in args.seqlens:
-                    b, h = max(1, TOKENS // s), HIDDEN // d
+                    b, h = args.batch or max(1, TOKENS // s), args.heads or HIDDEN // d
                     flops = 4 * b * h * s * s * d // (2 if causal else 1)
-                    cases.append(dict(dtype=dtype, d=d, causal=causal, seqlen=s, batch=b, heads=h, flops=flops))
+                    cases.append(dict(dtype=dtype, d=d, causal=causal, seqlen=s, batch=b, heads=h, flops=flops,
+                                      key_padding=args.key_padding))
     return cases
 
 
@@ -102,17 +112,21 @@ def gemm_tflops(torch, reps: int, trials: int) -> float:
 # ONNX Runtime com.microsoft.MultiHeadAttention (3-D BSNH inputs, unidirectional = causal)
 
 
-def ort_mha(ort, torch, case, q3, k3, v3, out3, stream_ptr, device_index):
-    """Returns (callable, note) or (None, why)."""
+def ort_mha(ort, torch, case, q3, k3, v3, out3, stream_ptr, device_index, key_lengths=None):
+    """Returns (callable, note) or (None, why). key_lengths: int32 [B] live keys per sequence
+    (MultiHeadAttention's key_padding_mask in its lengths form), for the key-padding cases."""
     import onnx
     from onnx import TensorProto, helper
 
     et = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[case["dtype"]]
     shape = list(q3.shape)
-    node = helper.make_node("MultiHeadAttention", ["Q", "K", "V"], ["Y"], domain="com.microsoft",
+    inputs = ["Q", "K", "V"] + (["", "M"] if key_lengths is not None else [])
+    node = helper.make_node("MultiHeadAttention", inputs, ["Y"], domain="com.microsoft",
                             num_heads=case["heads"], unidirectional=1 if case["causal"] else 0)
-    graph = helper.make_graph([node], "mha", [helper.make_tensor_value_info(n, et, shape) for n in "QKV"],
-                              [helper.make_tensor_value_info("Y", et, shape)])
+    graph_inputs = [helper.make_tensor_value_info(n, et, shape) for n in "QKV"]
+    if key_lengths is not None:
+        graph_inputs.append(helper.make_tensor_value_info("M", TensorProto.INT32, [shape[0]]))
+    graph = helper.make_graph([node], "mha", graph_inputs, [helper.make_tensor_value_info("Y", et, shape)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 10
@@ -128,6 +142,8 @@ def ort_mha(ort, torch, case, q3, k3, v3, out3, stream_ptr, device_index):
     ort_et = {"float16": 10, "bfloat16": 16}[case["dtype"]]
     for name, t in zip("QKV", (q3, k3, v3)):
         io.bind_input(name, "cuda", device_index, ort_et, shape, t.data_ptr())
+    if key_lengths is not None:
+        io.bind_input("M", "cuda", device_index, 6, [shape[0]], key_lengths.data_ptr())  # 6: int32
     io.bind_output("Y", "cuda", device_index, ort_et, shape, out3.data_ptr())
     ro = ort.RunOptions()
     ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
@@ -151,9 +167,21 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
     out3 = torch.empty_like(q3)
     out = out3.view(b, s, h, d).transpose(1, 2)
     causal = case["causal"]
+    padding = case.get("key_padding", "none")
+    mask, mask_kw, key_lengths = None, {}, None
+    if padding != "none":
+        # BERT-style: sequence 0 padded from s / 2, the others all live.
+        dead = torch.zeros(b, 1, 1, s, dtype=torch.bool, device="cuda")
+        dead[0, ..., s // 2:] = True
+        mask = ~dead if padding == "bool" else torch.zeros(b, 1, 1, s, dtype=dt, device="cuda").masked_fill(
+            dead, -10000.0)
+        mask_kw = dict(mask_kind="bool" if padding == "bool" else "additive", mask_dtype=case["dtype"],
+                       mask=mask.data_ptr(), mask_strides=(s, 0, 0, 1), mask_kv_len=s)
+        key_lengths = torch.full((b,), s, dtype=torch.int32, device="cuda")
+        key_lengths[0] = s // 2
 
     def ours():
-        ops.attention(q, k, v, causal=causal, out=out)
+        ops.attention(q, k, v, causal=causal, out=out, mask=mask)
 
     ours()
     torch.cuda.synchronize()
@@ -165,10 +193,15 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
         return _C.attention_forward(
             case["dtype"], q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
             q_strides=q.stride()[:3], k_strides=k.stride()[:3], v_strides=v.stride()[:3],
-            out_strides=out.stride()[:3], scale=d ** -0.5, causal=causal, dry_run=True)
+            out_strides=out.stride()[:3], scale=d ** -0.5, causal=causal, dry_run=True, **mask_kw)
 
     row["ours_kernel"] = kernel_name()
     us = time_fn(torch, ours, args.reps, args.trials)
+    if mask is not None:
+        # The same problem without the mask (what the masked kernel should approach; `mine` keeps
+        # the masked output for the comparisons below).
+        row["ours_unmasked_us"] = round(time_fn(
+            torch, lambda: ops.attention(q, k, v, causal=causal, out=out), args.reps, args.trials), 1)
     # The mma.sync kernel (the path for GPUs other than sm_90) on the same inputs.
     previous = _C.attention_set_path("sm80")
     try:
@@ -203,7 +236,8 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
         try:
             with sdpa_kernel([backend_enum[name]]):
                 def fn():
-                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                                            is_causal=causal)
 
                 ref = fn()
                 torch.cuda.synchronize()
@@ -224,7 +258,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
         row["ort_note"] = "onnxruntime-gpu not importable"
     else:
         ort_out = torch.empty_like(q3)
-        fn, note = ort_mha(ort, torch, case, q3, k3, v3, ort_out, stream_ptr, device_index)
+        fn, note = ort_mha(ort, torch, case, q3, k3, v3, ort_out, stream_ptr, device_index, key_lengths)
         row["ort_note"] = note
         if fn is not None:
             try:
@@ -278,11 +312,16 @@ def main(argv=None) -> int:
     rows, errors = [], []
     for case in plan(args):
         label = f"{case['dtype']} d{case['d']} {'causal' if case['causal'] else 'full'} s{case['seqlen']}"
+        if case["key_padding"] != "none":
+            label += f" b{case['batch']} h{case['heads']} {case['key_padding']} key padding"
         try:
             row = run_case(torch, _C, ort, case, args, stream.cuda_stream, device_index)
             rows.append(row)
             print(f"{label}: ours {row['ours_tflops']} TFLOP/s, flash {row.get('flash_tflops')}, "
                   f"cudnn {row.get('cudnn_tflops')}, ort {row.get('ort_tflops')} [{row['ours_kernel']}]", flush=True)
+            if "ours_unmasked_us" in row:
+                print(f"  us: ours {row['ours_us']} (unmasked {row['ours_unmasked_us']}), cudnn {row.get('cudnn_us')}, "
+                      f"efficient {row.get('efficient_us')}, ort {row.get('ort_us')}", flush=True)
         except Exception as e:  # noqa: BLE001 - report every failing case
             errors.append(f"{label}: {type(e).__name__}: {e}")
             print(f"{label}: ERROR {type(e).__name__}: {e}", flush=True)

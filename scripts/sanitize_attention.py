@@ -5,7 +5,8 @@
     (also racecheck, synccheck, initcheck)
 
 Covers both kernel families (wgmma on sm_90a, mma.sync), each head-dim bucket and dtype, aligned and element-load (misaligned)
-variants, GQA, causal with offsets, bool / additive / short masks, softcap, lse,
+variants, GQA, causal with offsets, bool / additive / short masks, key padding
+(dead suffixes: skipped key blocks, no-op prefixes, fully dead rows), softcap, lse,
 partial tiles and empty key sets. Exit status 0 when every case matches the
 float64 reference of tests/gpu/test_attention_kernels.py, 1 on a mismatch, 2 when
 torch/CUDA/_C are missing. --list prints the cases without running.
@@ -31,6 +32,13 @@ CASES = [
     ("bool-mask", "float16", 2, 4, 2, 100, 170, 64, 64, dict(mask="bool")),
     ("additive-mask", "bfloat16", 2, 4, 4, 100, 170, 128, 128, dict(mask="additive", causal=True)),
     ("short-mask", "float16", 2, 2, 2, 64, 200, 64, 64, dict(mask="short")),
+    # Key padding ([B, 1, 1, S]): per batch row all live, all dead, one live key, dead suffixes
+    # mid-block and on block boundaries (the ws kernel skips their blocks): the three-consumer d64
+    # tile (even S, the mask held packed), the two-consumer one (odd S), then d128 with more tiles
+    # than SMs.
+    ("key-padding", "float16", 6, 4, 2, 150, 334, 64, 64, dict(mask="padding", causal=True, causal_offset=184)),
+    ("key-padding-odd", "bfloat16", 6, 4, 4, 150, 333, 64, 64, dict(mask="padding")),
+    ("key-padding-bool-persistent", "bfloat16", 8, 24, 8, 200, 300, 128, 128, dict(mask="padding-bool")),
     ("softcap", "float16", 1, 2, 2, 64, 64, 128, 128, dict(softcap=10.0)),
     ("one-query", "float16", 3, 4, 1, 1, 333, 128, 128, {}),
     ("empty-kv", "float16", 1, 2, 2, 20, 0, 64, 64, {}),
@@ -62,6 +70,11 @@ def run_case(torch, check, make_inputs, case) -> None:
         kw["mask"] = torch.randn(1, hq, 1, skv, device="cuda").to(dt)
     elif mask == "short":
         kw["mask"] = torch.rand(sq, skv - 50, device="cuda") > 0.2
+    elif mask in ("padding", "padding-bool"):
+        lengths = torch.tensor([skv, 0, 1, 200, 256, 130, 77, 299][:b], device="cuda").view(b, 1, 1, 1)
+        dead = torch.arange(skv, device="cuda").view(1, 1, 1, skv) >= lengths
+        additive = torch.zeros(dead.shape, dtype=dt, device="cuda").masked_fill(dead, -10000.0)
+        kw["mask"] = ~dead if mask == "padding-bool" else additive
     if skv == 0:
         from trt_fastops import ops
 

@@ -20,7 +20,9 @@ namespace {
 // Tile variants per head-dim bucket. The warp-specialised kernels
 // (HopperWsConfig<D, BLOCK_N, consumer warpgroups, STAGES, PINGPONG>, TMA-fed)
 // come first; variant 0 is the default. Masked inputs take MASKED_VARIANT (the
-// three-consumer d64 tile spills with the mask code). The plain wgmma kernel
+// three-consumer d64 tile spills with the general mask code), key-padding
+// masks that key_row_packable accepts KEY_ROW_VARIANT (the three-consumer d64
+// tile holds those packed; -1: MASKED_VARIANT). The plain wgmma kernel
 // (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on and runs
 // where the warp-specialised one can't (no tensor maps for these strides, d256,
 // the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x its 128-key
@@ -32,18 +34,18 @@ template <>
 struct HopperTiles<64> {
   using Variants = std::tuple<HopperWsConfig<64, 128, 3, 2, true>, HopperWsConfig<64, 128, 2, 2, true>,
                               HopperWsConfig<64, 128, 3, 2, false>, HopperConfig<64, 64, 2>>;
-  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 1;
+  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0;
 };
 template <>
 struct HopperTiles<128> {
   using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 128, 2, 2, false>,
                               HopperConfig<128, 64, 2>>;
-  static constexpr int FIRST_BASIC = 2, MASKED_VARIANT = 0;
+  static constexpr int FIRST_BASIC = 2, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1;
 };
 template <>
 struct HopperTiles<256> {
   using Variants = std::tuple<HopperConfig<256, 64, 1>>;
-  static constexpr int FIRST_BASIC = 0, MASKED_VARIANT = 0;
+  static constexpr int FIRST_BASIC = 0, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1;
 };
 
 template <typename CFG>
@@ -96,18 +98,31 @@ bool encode_maps(const AttentionParams& p, int block_m, int block_n, TmaMaps* ma
          encode_view(&maps->v, p.dtype, p.v, p.v_view, p.batch, p.kv_heads, p.kv_len, p.v_head_dim, block_n);
 }
 
-// f(TypeTag<CFG>, MASKED) for the kernel that runs p: the bucket's variant,
-// or its MASKED_VARIANT for masked inputs (a tile whose mask code does not
-// spill), moved to the first plain wgmma config when the warp-specialised
-// kernel is not allowed or p's views have no tensor maps. `maps` receives the
-// encoded maps. Masked inputs instantiate two configs per bucket, not all.
+// Key-padding masks (one row for every query) that KeyRowMaskPacked can hold:
+// float16 / bfloat16 additive, key stride 1, an even length and every row
+// starting on a key pair (4 bytes).
+bool key_row_packable(const AttentionParams& p) {
+  return p.mask_kind == MaskKind::additive && (p.mask_dtype == DType::f16 || p.mask_dtype == DType::bf16) &&
+         p.mask_stride_q == 0 && p.mask_stride_k == 1 && p.mask_kv_len % 2 == 0 && p.mask_stride_b % 2 == 0 &&
+         p.mask_stride_h % 2 == 0 && (reinterpret_cast<uintptr_t>(p.mask) & 3) == 0;
+}
+
+// f(TypeTag<CFG>, MASKED, KEY_ROW) for the kernel that runs p: the bucket's
+// variant, or for masked inputs its MASKED_VARIANT (a tile whose mask code does
+// not spill; KEY_ROW for a key-padding mask, one row for every query) or
+// KEY_ROW_VARIANT (packable key-padding masks), moved to the first plain wgmma
+// config when the warp-specialised kernel is not allowed or p's views have no
+// tensor maps. `maps` receives the encoded maps. Masked inputs instantiate at
+// most four kernels per bucket and dtype, not all variants.
 template <typename F>
 auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws, TmaMaps* maps, F&& f) {
   const bool masked = p.mask_kind != MaskKind::none;
+  const bool key_row = masked && p.mask_stride_q == 0;
   return dispatch_int<64, 128, 256>(head_dim_bucket(p), [&](auto D) {
     using Tiles = HopperTiles<D.value>;
     using Variants = typename Tiles::Variants;
-    int index = masked ? Tiles::MASKED_VARIANT : variant;
+    const bool packed = key_row && Tiles::KEY_ROW_VARIANT >= 0 && key_row_packable(p);
+    int index = !masked ? variant : packed ? Tiles::KEY_ROW_VARIANT : Tiles::MASKED_VARIANT;
     if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
     if (index < Tiles::FIRST_BASIC) {
       const auto [block_m, block_n] = dispatch_variant<Variants>(index, [](auto cfg) {
@@ -119,9 +134,14 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       if constexpr (MASKED.value) {
         using WithMask = std::tuple_element_t<Tiles::MASKED_VARIANT, Variants>;
         using Basic = std::tuple_element_t<Tiles::FIRST_BASIC, Variants>;
-        return index == Tiles::FIRST_BASIC ? f(TypeTag<Basic>{}, MASKED) : f(TypeTag<WithMask>{}, MASKED);
+        if (index == Tiles::FIRST_BASIC) return f(TypeTag<Basic>{}, MASKED, std::false_type{});
+        if constexpr (Tiles::KEY_ROW_VARIANT >= 0) {
+          using KeyRow = std::tuple_element_t<Tiles::KEY_ROW_VARIANT, Variants>;
+          if (packed) return f(TypeTag<KeyRow>{}, MASKED, std::true_type{});
+        }
+        return dispatch_bool(key_row, [&](auto KEY_ROW) { return f(TypeTag<WithMask>{}, MASKED, KEY_ROW); });
       } else {
-        return dispatch_variant<Variants>(index, [&](auto cfg) { return f(cfg, MASKED); });
+        return dispatch_variant<Variants>(index, [&](auto cfg) { return f(cfg, MASKED, std::false_type{}); });
       }
     });
   });
@@ -150,7 +170,7 @@ const char* hopper_kernel_name(const AttentionParams& p, int variant, bool allow
   TmaMaps maps;
   return dispatch_dtype(p.dtype, [&](auto tag) -> const char* {
     using T = typename decltype(tag)::type;
-    return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED) {
+    return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED, auto) {
       return kernel_name<T, typename decltype(cfg)::type>(true, MASKED.value);
     });
   });
@@ -163,14 +183,10 @@ cudaError_t launch_attention_hopper(const AttentionParams& p, int variant, bool 
     if constexpr (std::is_same_v<T, float>) {
       return cudaErrorInvalidValue;
     } else {
-      return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED) {
+      return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED, auto KEY_ROW) {
         using CFG = typename decltype(cfg)::type;
         if constexpr (is_warp_specialised<CFG>) {
-          if constexpr (MASKED.value) {
-            if (p.mask_stride_q == 0)  // key padding: one mask row for every query
-              return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, true, true>>(p, stream, maps);
-          }
-          return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, MASKED.value>>(p, stream, maps);
+          return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, MASKED.value, KEY_ROW.value>>(p, stream, maps);
         } else {
           return launch_kernel<CFG, flash_fwd_hopper_kernel<T, CFG, MASKED.value>>(p, stream);
         }

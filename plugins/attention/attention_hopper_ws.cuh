@@ -55,9 +55,12 @@ struct HopperWsConfig {
   // Q, the output staging tile (so the next tile's Q can land during this
   // tile's last P V and epilogue), STAGES x (K, V), 1024 bytes of alignment
   // slack, then the barriers: q_full, q_empty, k_full[STAGES], v_full[STAGES],
-  // k_empty[STAGES], v_empty[STAGES].
-  static constexpr int BARRIERS = 2 + 4 * STAGES;
-  static constexpr int SMEM_BYTES = (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8;
+  // k_empty[STAGES], v_empty[STAGES], scan_full[2], scan_empty[2], then the
+  // key-padding data: a two-slot ring of mask bounds from the scanning warp to
+  // the issuing thread (2 x 2 ints) and the current tile's block counts for the
+  // consumers (2 ints).
+  static constexpr int BARRIERS = 2 + 4 * STAGES + 4;
+  static constexpr int SMEM_BYTES = (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8 + 6 * 4;
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
 };
@@ -73,7 +76,15 @@ __device__ __forceinline__ int persistent_tile(int it, bool snake) {
 // block_work's order. The K/V ring and the Q buffer keep their barrier phases
 // across tiles.
 // KEY_ROW (with MASKED): the mask has one row for every query (key padding),
-// loaded per key block while the S product runs.
+// loaded per key block while the S product runs. Warp 1 of the producer
+// warpgroup (otherwise idle) scans each tile's mask row (key_row_bounds), up to
+// two tiles ahead through a two-slot ring (a scan inside the issuing warp
+// spilled at 24 registers): key blocks past the last live key are neither
+// loaded nor computed, and blocks whose mask is all no-op take the unmasked
+// score preparation (no mask loads or adds). The issuing thread publishes the
+// tile's two block counts before its q_full arrival (a release), so each
+// consumer reads them after its q_full wait and all walk the same blocks.
+// With three consumers the prefetched mask is held packed (KeyRowMaskPacked).
 template <typename T, typename CFG, bool MASKED, bool KEY_ROW = false>
 __global__ void __launch_bounds__(CFG::THREADS, 1)
     flash_fwd_ws_kernel(const __grid_constant__ FlashArgs a, const __grid_constant__ TmaMaps maps) {
@@ -93,6 +104,11 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
   uint64_t* v_full = k_full + STAGES;
   uint64_t* k_empty = v_full + STAGES;
   uint64_t* v_empty = k_empty + STAGES;
+  uint64_t* scan_full = v_empty + STAGES;  // KEY_ROW: slot s of the scan ring written / read
+  uint64_t* scan_empty = scan_full + 2;
+  int* scan_slots = reinterpret_cast<int*>(scan_empty + 2);  // per slot: zero_end, live_end
+  int* key_blocks = scan_slots + 4;                          // the current tile's, for the consumers
+  constexpr bool key_row = MASKED && KEY_ROW;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int tiles = a.m_blocks * a.bh_count;
@@ -104,6 +120,12 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
       mbar_init(v_full + st, 1);
       mbar_init(k_empty + st, CONSUMER_WARPS);
       mbar_init(v_empty + st, CONSUMER_WARPS);
+    }
+    if constexpr (key_row) {
+      for (int sl = 0; sl < 2; ++sl) {
+        mbar_init(scan_full + sl, 1);
+        mbar_init(scan_empty + sl, 1);
+      }
     }
     mbar_init_fence();
   }
@@ -121,8 +143,21 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
       for (int it = 0;; ++it) {
         const int tile = persistent_tile(it, a.lpt_heads > 0);
         if (tile >= tiles) break;
-        const BlockWork w = block_work<BM, BN, MASKED>(a, tile);
+        BlockWork w = block_work<BM, BN, MASKED>(a, tile);
+        int zero_blocks = 0;
+        if constexpr (key_row) {
+          const int sl = it & 1;
+          mbar_wait(scan_full + sl, (it >> 1) & 1);
+          const KeyBounds kb{scan_slots[2 * sl], scan_slots[2 * sl + 1]};
+          mbar_arrive(scan_empty + sl);
+          zero_blocks = key_row_blocks<BN>(kb, w);
+        }
         if (it > 0) mbar_wait(q_empty, (it - 1) & 1);
+        if constexpr (key_row) {
+          // The consumers read the previous tile's counts before releasing q_empty.
+          key_blocks[0] = w.n_blocks;
+          key_blocks[1] = zero_blocks;
+        }
         mbar_arrive_expect_tx(q_full, Q_BYTES);
 #pragma unroll
         for (int at = 0; at < ATOMS; ++at) tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
@@ -141,6 +176,24 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
           for (int at = 0; at < ATOMS; ++at)
             tma_load_4d(s_v + at * BN * 64, &maps.v, v_full + st, at * 64, nb * BN, w.kvh, w.b);
         }
+      }
+    } else if (key_row && warp == 1) {
+      // The mask scans, in the tiles' order; use u of a slot waits for the
+      // issuing thread's release of use u - 1.
+      for (int it = 0;; ++it) {
+        const int tile = persistent_tile(it, a.lpt_heads > 0);
+        if (tile >= tiles) break;
+        int m_block;
+        const int bh = tile_head(a, tile, m_block);
+        const KeyBounds kb = key_row_bounds(a, bh / a.q_heads, bh % a.q_heads, lane);
+        const int sl = it & 1;
+        if (it >= 2) mbar_wait(scan_empty + sl, ((it >> 1) - 1) & 1);
+        if (lane == 0) {
+          scan_slots[2 * sl] = kb.zero_end;
+          scan_slots[2 * sl + 1] = kb.live_end;
+          mbar_arrive(scan_full + sl);
+        }
+        __syncwarp();
       }
     }
   } else {
@@ -185,16 +238,34 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
     if constexpr (CFG::PING_PONG) {
       if (cg == CONSUMERS - 1) named_barrier_arrive(1, 256);
     }
-    // Key-padding masks (one mask row for all queries) are loaded while S runs.
-    constexpr bool key_row = MASKED && KEY_ROW;
-    KeyRowMask<NT> km;
+    // Key-padding masks (one mask row for all queries) are loaded while S runs,
+    // for the blocks past the no-op ones; three consumers (160 registers) hold
+    // them packed (KeyRowMaskPacked: the launcher sends only masks it can hold).
+    constexpr bool packed_mask = key_row && CONSUMERS == 3;
+    std::conditional_t<packed_mask, KeyRowMaskPacked<NT>, KeyRowMask<NT>> km;
     BlockWork w_cur{};
-    auto prepare = [&](float (&s)[1][NT][4], int n0) {
+    int zero_blocks = 0;  // KEY_ROW: leading blocks whose mask is a no-op
+    auto load_mask = [&](int nb) {
+      if constexpr (packed_mask) {
+        if (nb >= zero_blocks) load_key_row_mask_packed<NT>(km, a, w_cur, nb * BN, t);
+      } else if constexpr (key_row) {
+        if (nb >= zero_blocks) load_key_row_mask<NT>(km, a, w_cur, nb * BN, t);
+      }
+    };
+    auto prepare = [&](float (&s)[1][NT][4], int nb) {
       if constexpr (key_row) {
-        scale_scores<1, NT>(s, a, w_cur);
-        apply_key_row_mask<1, NT>(s, km, a, w_cur.m0 + warp_row0, n0, g, t);
+        if (nb < zero_blocks) {
+          prepare_scores<1, NT, false>(s, a, w_cur, w_cur.m0 + warp_row0, nb * BN, g, t);
+        } else {
+          scale_scores<1, NT>(s, a, w_cur);
+          if constexpr (packed_mask) {
+            apply_key_row_mask_packed<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t);
+          } else {
+            apply_key_row_mask<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t);
+          }
+        }
       } else {
-        prepare_scores<1, NT, MASKED>(s, a, w_cur, w_cur.m0 + warp_row0, n0, g, t);
+        prepare_scores<1, NT, MASKED>(s, a, w_cur, w_cur.m0 + warp_row0, nb * BN, g, t);
       }
     };
 
@@ -210,6 +281,17 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
       row_sum[0][0] = row_sum[0][1] = 0.f;
 
       mbar_wait(q_full, it & 1);
+      if constexpr (key_row) {
+        // The issuing thread's counts for this tile. Lane 0 reads them, so the
+        // read is ordered before this warp's q_empty release (lane 0 arrives).
+        int published[2] = {0, 0};
+        if (lane == 0) {
+          published[0] = key_blocks[0];
+          published[1] = key_blocks[1];
+        }
+        w_cur.n_blocks = __shfl_sync(0xffffffffu, published[0], 0);
+        zero_blocks = __shfl_sync(0xffffffffu, published[1], 0);
+      }
       if (w.n_blocks == 0) {
         release(q_empty);
       } else {
@@ -224,7 +306,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
         issue_s(s, st);
         wgmma_commit();
         turn_end();
-        if constexpr (key_row) load_key_row_mask<NT>(km, a, w, 0, t);
+        load_mask(0);
         wgmma_wait<0>();
         pin_registers<NT>(s[0]);
         release(k_empty + st);
@@ -250,12 +332,12 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
           issue_pv(ap, pst);
           wgmma_commit();
           turn_end();
-          if constexpr (key_row) load_key_row_mask<NT>(km, a, w, nb * BN, t);  // overlaps the S product
+          load_mask(nb);  // overlaps the S product
           wgmma_wait<1>();  // S_nb has landed; P_{nb-1} V_{nb-1} may still run
           pin_registers<NT>(s[0]);
           release(k_empty + st);
           if (nb == w.n_blocks - 1) release(q_empty);
-          prepare(s, nb * BN);
+          prepare(s, nb);
           softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);
           wgmma_wait<0>();
           pin_registers<DT>(o[0]);

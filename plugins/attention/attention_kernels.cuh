@@ -14,7 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -127,10 +129,9 @@ struct BlockWork {
 };
 
 // tile: the work item (blockIdx.x, or the persistent kernel's tile index).
-template <int BM, int BN, bool MASKED>
-__device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
-  BlockWork w;
-  int m_block;
+// Returns its batch * q_heads + head and sets its query block.
+__device__ __forceinline__ int tile_head(const FlashArgs& a, int tile, int& m_block) {
+  int bh;
   if (a.lpt_heads > 0) {
     // Sections of lpt_heads heads (their K/V fit in L2 together); within a
     // section, every head's heaviest (causal: last) query block, then the next
@@ -141,14 +142,22 @@ __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
     const int first = section * a.lpt_heads;
     const int heads = min(a.lpt_heads, a.bh_count - first);
     const int r = tile - section * per_section;
-    w.bh = first + r % heads;
+    bh = first + r % heads;
     m_block = a.m_blocks - 1 - r / heads;
   } else {
     // Consecutive tiles share a head (its K/V stay in L2 while all its query
     // blocks read them); within a head the heaviest (causal: last) block first.
-    w.bh = tile / a.m_blocks;
+    bh = tile / a.m_blocks;
     m_block = a.m_blocks - 1 - tile % a.m_blocks;
   }
+  return bh;
+}
+
+template <int BM, int BN, bool MASKED>
+__device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
+  BlockWork w;
+  int m_block;
+  w.bh = tile_head(a, tile, m_block);
   w.b = w.bh / a.q_heads;
   w.h = w.bh % a.q_heads;
   w.kvh = w.h / a.group;
@@ -216,6 +225,126 @@ __device__ __forceinline__ void dispatch_mask(const FlashArgs& a, F&& f) {
   }
 }
 
+// Bounds of a key-padding mask row (one mask row for every query: m_sq == 0),
+// read from the mask itself when a tile starts. Keys [0, zero_end) carry a
+// no-op mask (additive +-0, boolean true): their key blocks take the unmasked
+// score preparation, no mask loads or adds. Keys >= live_end are dead: their
+// blocks are neither loaded nor computed. Both change no result (below).
+struct KeyBounds {
+  int zero_end, live_end;
+};
+
+// Dead keys (log2 units, as dispatch_mask's values): -inf (boolean false,
+// additive -inf), or an additive value at least DEAD_MASK_GAP below the
+// largest value of the first keys scanned (a reference key r before live_end).
+// Why skipping them is exact: a query row sees a prefix of the keys (bounds,
+// causal frontier, mask_kv_len), so a row that sees a key j >= live_end also
+// sees r; its max is >= logit(r), and logit(j) - logit(r) <= (scaled-score spread)
+// - DEAD_MASK_GAP. For a spread below 8800 (natural-log units, i.e. |scale * q.k|
+// differences, after softcap) the exponent is below -150 and exp2 returns
+// exactly 0 in float32: the row max, sum, lse and output are bit-identical
+// whether or not j is computed. The gap is 9000 (not 10000) so that BERT's
+// -10000 padding still counts in bfloat16, where it rounds to -9984; masks as
+// large as 1e8 in magnitude keep that margin (float32 sums round by < 8).
+// Relative to r and not absolute, so live keys near -10000 (e.g. -9999 beside
+// -10000) are never dropped. NaN is neither no-op nor dead.
+constexpr float DEAD_MASK_GAP = 9000.f * LOG2E;
+
+// Warp-wide scan of one mask row of n keys (element stride `stride`), every
+// lane returns the same bounds. VECTOR: one 8-byte load of VEC elements per
+// lane per chunk (stride 1, 8-byte aligned row), else VEC element loads (8
+// bytes, not 16, and values folded one at a time: the scanning warp of the
+// warp-specialised kernel holds 24 registers). Two passes, each stopping
+// early: forward until the first key that is not a no-op (zero_end; the keys
+// seen give the reference max), backward until the first live key (live_end).
+// A BERT row (zeros, then padding) is read about once in all.
+template <int VEC, bool VECTOR, typename M, typename V>
+__device__ __forceinline__ KeyBounds scan_key_row(const M* __restrict__ row, int64_t stride, int n, int lane,
+                                                  V value) {
+  static_assert(!VECTOR || VEC * sizeof(M) == 8, "one 8-byte load per lane");
+  constexpr int CHUNK = 32 * VEC;
+  constexpr int NONE = 0x7fffffff;
+  // f(key, value) for this lane's keys [key0, key0 + VEC) below n, each folded
+  // as it is converted (the warp that scans may hold few registers).
+  auto each = [&](int key0, auto&& f) {
+    if constexpr (VECTOR) {
+      if (key0 + VEC <= n) {
+        const uint2 raw = *reinterpret_cast<const uint2*>(row + key0);
+        M m[VEC];
+        memcpy(m, &raw, 8);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) f(key0 + e, value(m[e]));
+      } else {
+#pragma unroll 1
+        for (int key = key0; key < n; ++key) f(key, value(row[key]));  // the row's last, partial group
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        if (key0 + e < n) f(key0 + e, value(row[int64_t(key0 + e) * stride]));
+    }
+  };
+  KeyBounds kb{n, 0};
+  float ref = NEG_INF;
+  for (int c0 = 0; c0 < n; c0 += CHUNK) {
+    int first = NONE;
+    each(c0 + lane * VEC, [&](int key, float x) {
+      ref = fmaxf(ref, x);
+      if (x != 0.f) first = min(first, key);
+    });
+    first = __reduce_min_sync(0xffffffffu, first);
+    if (first != NONE) {
+      kb.zero_end = first;
+      break;
+    }
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) ref = fmaxf(ref, __shfl_xor_sync(0xffffffffu, ref, off));
+  for (int c0 = (n - 1) / CHUNK * CHUNK; c0 >= 0; c0 -= CHUNK) {
+    int last = -1;
+    each(c0 + lane * VEC, [&](int key, float x) {
+      if (!(x == NEG_INF || x - ref <= -DEAD_MASK_GAP)) last = key;  // keys ascend: the last live one stays
+    });
+    last = __reduce_max_sync(0xffffffffu, last);
+    if (last >= 0) {
+      kb.live_end = last + 1;
+      break;
+    }
+  }
+  return kb;
+}
+
+// Bounds of the key-padding row of (batch b, head h): warp-wide, over the keys
+// that exist for it (below kv_len and mask_kv_len; those past mask_kv_len are
+// masked anyway).
+__device__ __forceinline__ KeyBounds key_row_bounds(const FlashArgs& a, int b, int h, int lane) {
+  const int n = int(min(int64_t(a.kv_len), a.mask_kv_len));
+  KeyBounds kb{0, 0};
+  if (n <= 0) return kb;
+  const int64_t head = b * a.m_sb + h * a.m_sh;
+  dispatch_mask(a, [&](const auto* m, auto value) {
+    using M = std::remove_cv_t<std::remove_pointer_t<decltype(m)>>;
+    constexpr int VEC = 8 / sizeof(M);
+    const M* row = m + head;
+    if (a.m_sk == 1 && (reinterpret_cast<uintptr_t>(row) & 7) == 0) {
+      kb = scan_key_row<VEC, true>(row, 1, n, lane, value);
+    } else {
+      kb = scan_key_row<2, false>(row, a.m_sk, n, lane, value);
+    }
+  });
+  return kb;
+}
+
+// The key blocks of a tile with a key-padding mask of bounds kb: w.n_blocks
+// shrinks to the blocks below live_end (unless every key is dead: live_end 0
+// keeps the row's exact fully-masked semantics, all blocks run); returns how
+// many leading blocks have no-op masks.
+template <int BN>
+__device__ __forceinline__ int key_row_blocks(const KeyBounds& kb, BlockWork& w) {
+  if (kb.live_end > 0) w.n_blocks = min(w.n_blocks, (kb.live_end + BN - 1) / BN);
+  return min(kb.zero_end / BN, w.n_blocks);
+}
+
 // A key-padding mask (one mask row for every query: m_sq == 0) for one key
 // block: this thread's keys' values in log2 units (bool: 0 or -inf). Loaded
 // before the block's scores are ready, so the loads overlap the S product.
@@ -254,6 +383,64 @@ __device__ __forceinline__ void apply_key_row_mask(float (&s)[MT][NT][4], const 
           sv = n0 + nt * 8 + 2 * t + e > last ? NEG_INF : sv + km.v[nt][e];
         }
     }
+}
+
+// The same block of a float16 / bfloat16 additive mask, kept packed: this
+// thread's two keys of each 8-key tile come in one 32-bit load and stay one
+// register until applied, half of KeyRowMask's: with it the three-consumer
+// d64 tile carries a prefetched mask without spilling (bool masks, a second
+// load width, spilled it again). Needs key stride 1, an even mask_kv_len and
+// rows aligned to a key pair (the launcher's key_row_packable).
+template <int NT>
+struct KeyRowMaskPacked {
+  uint32_t v[NT];
+};
+
+template <int NT>
+__device__ __forceinline__ void load_key_row_mask_packed(KeyRowMaskPacked<NT>& km, const FlashArgs& a,
+                                                         const BlockWork& w, int n0, int t) {
+  const int64_t head = w.b * a.m_sb + w.h * a.m_sh;
+  const int pair_cap = int(a.mask_kv_len) - 2;  // the last pair (mask_kv_len is even, >= 2 when a block runs)
+  const uint16_t* row = static_cast<const uint16_t*>(a.mask) + head;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+    km.v[nt] = *reinterpret_cast<const uint32_t*>(row + min(n0 + nt * 8 + 2 * t, pair_cap));
+}
+
+// apply_key_row_mask for a packed block; the values are dispatch_mask's.
+template <int MT, int NT>
+__device__ __forceinline__ void apply_key_row_mask_packed(float (&s)[MT][NT][4], const KeyRowMaskPacked<NT>& km,
+                                                          const FlashArgs& a, int warp_m0, int n0, int g, int t) {
+  auto apply = [&](auto unpack) {  // unpack(pair) -> the two keys' values in log2 units
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int last = last_visible_key<true>(a, warp_m0 + mt * 16 + g + hr * 8);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const float2 mv = unpack(km.v[nt]);
+          const int key = n0 + nt * 8 + 2 * t;
+          float& s0 = s[mt][nt][hr * 2];
+          float& s1 = s[mt][nt][hr * 2 + 1];
+          s0 = key > last ? NEG_INF : s0 + mv.x;
+          s1 = key + 1 > last ? NEG_INF : s1 + mv.y;
+        }
+      }
+  };
+  if (a.mask_dtype == 1) {
+    apply([](uint32_t p) {
+      __half2 h;
+      memcpy(&h, &p, 4);
+      return make_float2(__low2float(h) * LOG2E, __high2float(h) * LOG2E);
+    });
+  } else {
+    apply([](uint32_t p) {
+      __nv_bfloat162 h;
+      memcpy(&h, &p, 4);
+      return make_float2(__low2float(h) * LOG2E, __high2float(h) * LOG2E);
+    });
+  }
 }
 
 // Scores of one key block: to log2 units when needed, then every mask.

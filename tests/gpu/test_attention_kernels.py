@@ -244,6 +244,167 @@ def test_large_finite_mask_is_not_fully_masked():
 
 
 # ---------------------------------------------------------------------------
+# Key padding (one mask row per batch / head). The warp-specialised kernel reads
+# two bounds from the mask row: blocks of no-op keys (additive 0 / True) skip the
+# mask work, blocks past the last live key (False, -inf, or additive at least
+# 9000 below the first keys) are skipped; the other paths compute every block,
+# with the same results. Block sizes are 32 .. 128 keys depending on the path,
+# so the patterns end mid-block (200), on every block boundary (256), and skv is
+# a multiple of none. An even skv with a float16 / bfloat16 additive mask takes
+# the three-consumer d64 tile (the mask held packed), an odd one the
+# two-consumer tile.
+PAD_PATTERNS = {  # dead key ranges of one mask row
+    "none": lambda s: [],
+    "right-mid": lambda s: [(200, s)],
+    "right-edge": lambda s: [(256, s)],
+    "right-last": lambda s: [(s - 1, s)],
+    "left": lambda s: [(0, 100)],
+    "holes": lambda s: [(60, 190), (300, s)],
+    "all": lambda s: [(0, s)],
+    "one-live": lambda s: [(1, s)],
+}
+PAD_KINDS = ["minus1e4", "neginf", "finfo-min", "bool"]
+
+
+def _dead_keys(patterns, skv, device="cuda"):
+    dead = torch.zeros(len(patterns), skv, dtype=torch.bool, device=device)
+    for r, name in enumerate(patterns):
+        for lo, hi in PAD_PATTERNS[name](skv):
+            dead[r, lo:hi] = True
+    return dead
+
+
+def _padding_values(dead, kind, dtype):
+    """[rows, skv] mask values: bool (True = attend) or additive (0 live, `kind` dead) in `dtype`."""
+    if kind == "bool":
+        return ~dead
+    fill = {"minus1e4": -10000.0, "neginf": -math.inf, "finfo-min": torch.finfo(dtype).min}[kind]
+    return torch.zeros(dead.shape, dtype=dtype, device=dead.device).masked_fill(dead, fill)
+
+
+def _aligned_rows(values):
+    """The same values in aligned rows ([B, 1, 1, skv] view of a buffer whose rows are a multiple
+    of 64 elements), so the vectorised scan runs, with a partial last chunk."""
+    rows, skv = values.shape
+    width = (skv + 63) // 64 * 64 + 64
+    buf = torch.zeros(rows, 1, 1, width, dtype=values.dtype, device=values.device)
+    view = buf[..., :skv]
+    view.copy_(values.view(rows, 1, 1, skv))
+    return view
+
+
+@pytest.mark.parametrize("kind", PAD_KINDS)
+@pytest.mark.parametrize("d,dtype", [(64, "float16"), (128, "bfloat16")])
+@pytest.mark.parametrize("causal", ["full", "causal", "causal0"])
+@pytest.mark.parametrize("skv", [333, 334])
+def test_key_padding(kind, d, dtype, causal, skv):
+    # One batch row per pattern, in one launch (bfloat16's -10000 is -9984). causal: bottom-right
+    # (rows see the dead suffixes); causal0: top-left (the first rows of "left" see only dead keys).
+    # finfo.min leaves out rows whose visible keys are all dead ("all"; "left" under causal0): in
+    # log2 units bfloat16's min overflows to -inf, so every kernel treats such a row as fully
+    # masked (zeros) where the reference has a softmax (a limit of the mask scaling, not of the
+    # block skipping).
+    dt = DTYPES[dtype]
+    patterns = [p for p in PAD_PATTERNS
+                if not (kind == "finfo-min" and (p == "all" or (p == "left" and causal == "causal0")))]
+    b, hq, hkv, sq = len(patterns), 4, 2, 140
+    q, k, v = make_inputs(b, hq, hkv, sq, skv, d, d, dt, seed=d + len(kind) + skv)
+    mask = _aligned_rows(_padding_values(_dead_keys(patterns, skv), kind, dt))
+    got = check(q, k, v, mask=mask, causal=causal != "full", causal_offset=skv - sq if causal == "causal" else 0)
+    if kind in ("neginf", "bool"):
+        assert torch.count_nonzero(got[patterns.index("all")]) == 0  # every key -inf: zeros
+    elif kind == "minus1e4":
+        assert torch.count_nonzero(got[patterns.index("all")]) > 0  # finite: an ordinary softmax
+
+
+@pytest.mark.parametrize("kind", PAD_KINDS)
+@pytest.mark.parametrize("d,dtype", [(64, "float16"), (128, "bfloat16")])
+def test_key_padding_is_exact(kind, d, dtype):
+    # Dead keys change nothing, bit for bit: each padded row against the same row with its dead
+    # suffix cut off (so the kernel never sees those keys). Live parts mix no-op blocks with
+    # random mask values and, for bool, holes. Every length is even, so both calls take the
+    # same kernel (a packable mask's tile differs from the others').
+    dt = DTYPES[dtype]
+    b, h, sq, skv = 4, 4, 150, 334
+    lengths = [334, 256, 200, 2]
+    q, k, v = make_inputs(b, h, h, sq, skv, d, d, dt, seed=7 + d)
+    g = torch.Generator(device="cuda").manual_seed(3)
+    dead = torch.arange(skv, device="cuda").view(1, skv) >= torch.tensor(lengths, device="cuda").view(b, 1)
+    values = _padding_values(dead, kind, dt)
+    live_noise = torch.zeros(b, skv, dtype=torch.bool, device="cuda")
+    live_noise[:, 130:] = True  # blocks past the no-op prefix carry real mask values
+    if kind == "bool":
+        values = values & ~(live_noise & (torch.rand(b, skv, device="cuda", generator=g) < 0.2))
+    else:
+        noise = (torch.randn(b, skv, device="cuda", generator=g) * 2).to(dt)
+        values = torch.where(live_noise & ~dead, noise, values)
+    mask = _aligned_rows(values)
+    out, lse = ops.attention(q, k, v, mask=mask, return_lse=True)
+    torch.cuda.synchronize()
+    for r, n in enumerate(lengths):
+        cut, cut_lse = ops.attention(q[r:r + 1], k[r:r + 1, :, :n], v[r:r + 1, :, :n], mask=mask[r:r + 1, ..., :n],
+                                     return_lse=True)
+        torch.cuda.synchronize()
+        assert torch.equal(out[r:r + 1], cut), f"row {r} (live keys {n}): differs from the cut-off keys"
+        assert torch.equal(lse[r:r + 1], cut_lse), f"row {r} (live keys {n}): lse differs"
+
+
+@pytest.mark.parametrize("layout", ["misaligned", "strided", "shared", "heads", "float32", "short", "near-gap"])
+def test_key_padding_layouts(layout):
+    # The scan's other loads (element loads for odd row starts and key strides != 1: the
+    # two-consumer tile), masks shared by every batch or differing per head, a float32 mask, a short
+    # mask (keys past it are masked), and values around the dead gap (-9992 before -10000 is live,
+    # 5 % of the row's weight; 0 then -9000 is dead); "heads", "short" and "near-gap" are packable.
+    b, hq, hkv, sq, d = 3, 4, 2, 100, 64
+    skv = 301 if layout in ("misaligned", "strided") else 302
+    dt = torch.float16
+    q, k, v = make_inputs(b, hq, hkv, sq, skv, d, d, dt, seed=len(layout))
+    rows = ["right-mid", "holes", "one-live"]
+    if layout == "misaligned":  # contiguous [B, 1, 1, 301] halves: rows 1 and 2 start mid-chunk
+        mask = _padding_values(_dead_keys(rows, skv), "minus1e4", dt).view(b, 1, 1, skv)
+    elif layout == "strided":  # key stride 2
+        buf = torch.zeros(b, 1, 1, 2 * skv, dtype=dt, device="cuda")
+        mask = buf[..., ::2]
+        mask.copy_(_padding_values(_dead_keys(rows, skv), "minus1e4", dt).view(b, 1, 1, skv))
+        assert mask.stride(-1) == 2
+    elif layout == "shared":  # [skv]: one row for every batch and head
+        mask = _padding_values(_dead_keys(["holes"], skv), "bool", dt).view(skv)
+    elif layout == "heads":  # [1, H, 1, skv]: a row per head
+        mask = _padding_values(_dead_keys(["right-mid", "left", "all", "right-edge"], skv), "neginf", dt)
+        mask = mask.view(1, hq, 1, skv)
+    elif layout == "float32":
+        mask = _aligned_rows(_padding_values(_dead_keys(rows, skv), "finfo-min", torch.float32))
+    elif layout == "short":  # 250 of 301 keys: the rest are -inf by ONNX's padding
+        mask = _aligned_rows(_padding_values(_dead_keys(rows, 250), "minus1e4", dt))
+    else:
+        vals = torch.zeros(b, skv, dtype=torch.float32, device="cuda")
+        vals[0, :] = -9992.0  # float16 has no -9999
+        vals[0, 150:] = -10000.0  # live: only 8 below the first keys
+        vals[1, 150:] = -9000.0  # dead: exactly the gap below the leading zeros
+        vals[2, 100:] = -8000.0  # live
+        vals[2, 200:] = -10000.0  # dead
+        mask = _aligned_rows(vals.to(dt))
+    check(q, k, v, mask=mask)
+    check(q, k, v, mask=mask, causal=True, causal_offset=skv - sq)
+
+
+@pytest.mark.parametrize("kind", ["minus1e4", "bool"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_key_padding_persistent(kind, d, causal):
+    # More tiles than SMs (the persistent kernel's CTAs each scan several rows), random lengths.
+    b, hq, hkv, sq, skv = 16, 12, 4, 300, 700
+    dt = torch.bfloat16
+    q, k, v = make_inputs(b, hq, hkv, sq, skv, d, d, dt, seed=d + causal)
+    g = torch.Generator(device="cuda").manual_seed(9)
+    lengths = torch.randint(0, skv + 1, (b, 1), device="cuda", generator=g)
+    lengths[:3, 0] = torch.tensor([skv, 0, 128], device="cuda")
+    dead = torch.arange(skv, device="cuda").view(1, skv) >= lengths
+    mask = _padding_values(dead, kind, dt).view(b, 1, 1, skv)
+    check(q, k, v, mask=mask, causal=causal, causal_offset=skv - sq if causal else 0)
+
+
+# ---------------------------------------------------------------------------
 # Scale and softcap.
 @pytest.mark.parametrize("scale", [0.5, 0.01, -0.2])
 @pytest.mark.parametrize("softcap", [0.0, 5.0, 30.0])
