@@ -319,11 +319,13 @@ def test_key_padding(kind, d, dtype, causal, skv):
 
 @pytest.mark.parametrize("kind", PAD_KINDS)
 @pytest.mark.parametrize("d,dtype", [(64, "float16"), (128, "bfloat16")])
-def test_key_padding_is_exact(kind, d, dtype):
+def test_key_padding_is_exact(kind, d, dtype, kernel_path):
     # Dead keys change nothing, bit for bit: each padded row against the same row with its dead
     # suffix cut off (so the kernel never sees those keys). Live parts mix no-op blocks with
     # random mask values and, for bool, holes. Every length is even, so both calls take the
-    # same kernel (a packable mask's tile differs from the others').
+    # same kernel (a packable mask's tile differs from the others'). Only the warp-specialised
+    # kernel (path auto on an H100) skips dead blocks; the others run them, so their rows may
+    # differ in the last bit (the reference tests bound them).
     dt = DTYPES[dtype]
     b, h, sq, skv = 4, 4, 150, 334
     lengths = [334, 256, 200, 2]
@@ -345,6 +347,10 @@ def test_key_padding_is_exact(kind, d, dtype):
         cut, cut_lse = ops.attention(q[r:r + 1], k[r:r + 1, :, :n], v[r:r + 1, :, :n], mask=mask[r:r + 1, ..., :n],
                                      return_lse=True)
         torch.cuda.synchronize()
+        if kernel_path != "auto" or torch.cuda.get_device_capability() != (9, 0):
+            torch.testing.assert_close(out[r:r + 1], cut, rtol=2e-2, atol=2e-3)
+            torch.testing.assert_close(lse[r:r + 1], cut_lse, rtol=1e-4, atol=1e-4)
+            continue
         assert torch.equal(out[r:r + 1], cut), f"row {r} (live keys {n}): differs from the cut-off keys"
         assert torch.equal(lse[r:r + 1], cut_lse), f"row {r} (live keys {n}): lse differs"
 
