@@ -95,6 +95,14 @@ Status launch_dense(const DenseParams& p, cudaStream_t stream);
 // "invalid" (validate_dense_params refuses p).
 const char* dense_kernel_name(const DenseParams& p);
 
+// Benchmark / test hook, process-wide from now on: how activation "gelu" runs
+// where the sm_90a GEMM applies. automatic: its tile by M and the grid
+// (dense_gelu_sm90.h); fallback: cuBLASLt + the GELU kernel anyway;
+// cutlass_small / cutlass_large: that tile. Where the GEMM does not apply the
+// fallback runs whatever the setting. Returns the previous setting.
+enum class DenseGeluPath : int32_t { automatic = 0, fallback = 1, cutlass_small = 2, cutlass_large = 3 };
+DenseGeluPath dense_set_gelu_path(DenseGeluPath path);
+
 // Whether cuBLASLt can be loaded (loads it on first call); *version (may be
 // null) gets cublasLtGetVersion(), 0 when not loaded.
 Status dense_library_status(size_t* version);

@@ -374,10 +374,10 @@ bool aligned_to(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uint
 
 // What the sm_90a kernels need of p and the device (dense_gelu_sm90.h).
 bool sm90_gemm_fits(const DenseParams& p, const DenseDevice& dev) {
-  constexpr int64_t INT_MAX_ = 0x7fffffff;  // CUTLASS's problem shape is int
+  constexpr int64_t INT32_LIMIT = 0x7fffffff;  // CUTLASS's problem shape is int
   return HAVE_SM90_GEMM && dev.cc_major == 9 && dev.cc_minor == 0 && p.activation == DenseActivation::gelu &&
          (p.dtype == DType::f16 || p.dtype == DType::bf16) && p.k % DENSE_SM90_ALIGN_ELEMS == 0 &&
-         p.n % DENSE_SM90_ALIGN_ELEMS == 0 && p.m <= INT_MAX_ && p.n <= INT_MAX_ && p.k <= INT_MAX_ &&
+         p.n % DENSE_SM90_ALIGN_ELEMS == 0 && p.m <= INT32_LIMIT && p.n <= INT32_LIMIT && p.k <= INT32_LIMIT &&
          aligned_to(p.x, DENSE_SM90_ALIGN_BYTES) && aligned_to(p.w, DENSE_SM90_ALIGN_BYTES) &&
          aligned_to(p.y, DENSE_SM90_ALIGN_BYTES) && aligned_to(p.bias, size_t(dtype_size(p.dtype)));
 }
@@ -390,6 +390,8 @@ DenseSm90Tile sm90_tile(const DenseParams& p, const DenseDevice& dev) {
   return tiles < dev.sms ? DenseSm90Tile::small : DenseSm90Tile::large;
 }
 
+std::atomic<int> g_gelu_path{int(DenseGeluPath::automatic)};  // dense_set_gelu_path
+
 // dev: null when the device could not be asked (then no sm_90a path).
 Choice choose_path(const DenseParams& p, const DenseDevice* dev) {
   Choice c;
@@ -398,9 +400,12 @@ Choice choose_path(const DenseParams& p, const DenseDevice* dev) {
     c.path = Path::fill;
     return c;
   }
-  if (dev != nullptr && sm90_gemm_fits(p, *dev)) {
+  const auto forced = DenseGeluPath(g_gelu_path.load(std::memory_order_relaxed));
+  if (forced != DenseGeluPath::fallback && dev != nullptr && sm90_gemm_fits(p, *dev)) {
     c.path = Path::cutlass_sm90;
-    c.tile = sm90_tile(p, *dev);
+    c.tile = forced == DenseGeluPath::cutlass_small   ? DenseSm90Tile::small
+             : forced == DenseGeluPath::cutlass_large ? DenseSm90Tile::large
+                                                      : sm90_tile(p, *dev);
     return c;
   }
   c.path = Path::cublaslt;
@@ -471,6 +476,8 @@ Status dense_library_status(size_t* version) {
   if (version) *version = lt.ok ? lt.version : 0;
   return lt.ok ? Status::ok() : Status::error(lt.reason);
 }
+
+DenseGeluPath dense_set_gelu_path(DenseGeluPath path) { return DenseGeluPath(g_gelu_path.exchange(int(path))); }
 
 const char* dense_kernel_name(const DenseParams& p) {
   if (!validate_dense_params(p).is_ok()) return "invalid";

@@ -550,21 +550,18 @@ def test_cuda_gelu_exact_v(ort_ep, dtype, bias):
                               f"GELU(v) = {ref.flat[worst]!r}, bound {b.flat[worst]:.3g}")
 
 
-@pytest.mark.parametrize("misaligned", [None, "x", "w", "y"], ids=["aligned", "x+2B", "w+2B", "y+2B"])
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_cuda_gelu_direct_alignment(dtype, misaligned):
-    """_C.dense_forward on torch buffers, one of them moved by one element (2 bytes): TMA cannot
-    take it, so the launcher falls back (dense_kernel_name says which path, before the run). Y sits
-    between NaN guard elements that must stay NaN (no write outside Y)."""
+def direct_gelu(dtype, feeds, *, misaligned=None, path="auto"):
+    """_C.dense_forward(activation="gelu") on torch buffers, `misaligned` ("x", "w" or "y") moved
+    by one element (2 bytes), under dense_set_gelu_path(path). Y sits between NaN guard elements
+    that must stay NaN (no write outside Y). Returns the kernel name dense_kernel_name gave for the
+    call (asked before the run) after checking Y against the float64 reference."""
     if not ON_CUDA:
         pytest.skip("direct launcher calls need CUDA")
     torch = pytest.importorskip("torch")
-    if _C is None or not hasattr(_C, "dense_kernel_name"):
-        pytest.skip("trt_fastops._C has no dense_kernel_name")
-    tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
-    m, k, n, guard = 96, 256, 512, 8
-    rng = np.random.default_rng(130 + (dtype == "bfloat16"))
-    feeds = make_feeds(rng, dtype, (m, k), n)
+    if _C is None or not hasattr(_C, "dense_set_gelu_path"):
+        pytest.skip("trt_fastops._C has no dense_kernel_name / dense_set_gelu_path")
+    tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[dtype]
+    (m, k), n, guard = feeds["X"].shape, feeds["W"].shape[1], 8
 
     def place(name, arr):
         off = 1 if misaligned == name else 0
@@ -573,19 +570,51 @@ def test_cuda_gelu_direct_alignment(dtype, misaligned):
         view.copy_(torch.from_numpy(np.ascontiguousarray(arr, np.float32)).to(tdt))  # exact: the values are
         return buf, view
 
-    (_, x), (_, w), (_, b) = place("x", feeds["X"]), place("w", feeds["W"]), place("bias", feeds["bias"])
+    (_, x), (_, w) = place("x", feeds["X"]), place("w", feeds["W"])
+    b = place("bias", feeds["bias"])[1] if "bias" in feeds else None
     y_buf, y = place("y", np.full((m, n), np.nan, np.float32))
     ws = torch.empty(_C.dense_workspace_bytes(), dtype=torch.uint8, device="cuda")
     args = (dtype, x.data_ptr(), w.data_ptr(), y.data_ptr(), m, n, k)
-    name = _C.dense_kernel_name(*args, bias=b.data_ptr(), activation="gelu")
-    assert name == expected_gelu_kernel(dtype, m, n, k, True, aligned=misaligned is None), name
-    _C.dense_forward(*args, bias=b.data_ptr(), activation="gelu", workspace=ws.data_ptr(),
-                     workspace_bytes=ws.numel(), stream=torch.cuda.current_stream().cuda_stream)
-    torch.cuda.synchronize()
+    kw = {"bias": b.data_ptr() if b is not None else 0, "activation": "gelu"}
+    previous = _C.dense_set_gelu_path(path)
+    try:
+        name = _C.dense_kernel_name(*args, **kw)
+        _C.dense_forward(*args, **kw, workspace=ws.data_ptr(), workspace_bytes=ws.numel(),
+                         stream=torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+    finally:
+        _C.dense_set_gelu_path(previous)
     assert_close(y.float().cpu().numpy().astype(np.float64), feeds, dtype, f"direct {dtype} {name}", "gelu")
     off = 1 if misaligned == "y" else 0
     outside = torch.cat([y_buf[:guard + off], y_buf[guard + off + m * n:]])
-    assert torch.isnan(outside).all(), "Dense wrote outside Y"
+    assert torch.isnan(outside).all(), f"{name} wrote outside Y"
+    return name
+
+
+@pytest.mark.parametrize("misaligned", [None, "x", "w", "y"], ids=["aligned", "x+2B", "w+2B", "y+2B"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cuda_gelu_direct_alignment(dtype, misaligned):
+    """A pointer moved by one element (2 bytes): TMA cannot take it, so the launcher falls back."""
+    m, k, n = 96, 256, 512
+    feeds = make_feeds(np.random.default_rng(130 + (dtype == "bfloat16")), dtype, (m, k), n)
+    name = direct_gelu(dtype, feeds, misaligned=misaligned)
+    assert name == expected_gelu_kernel(dtype, m, n, k, True, aligned=misaligned is None), name
+
+
+@pytest.mark.parametrize("path", ["auto", "fallback", "cutlass_small", "cutlass_large"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cuda_gelu_forced_paths(dtype, path):
+    """dense_set_gelu_path: every implementation on one BERT shape (640 tokens, 768 -> 3072; auto
+    takes the small tile there: 60 large tiles < 132 SMs), each checked against float64."""
+    m, k, n = 640, 768, 3072
+    feeds = make_feeds(np.random.default_rng(140 + (dtype == "bfloat16")), dtype, (m, k), n)
+    name = direct_gelu(dtype, feeds, path=path)
+    if not hopper_build() or path == "fallback":
+        assert name == "cublaslt_bias+gelu", name
+    elif path == "auto":
+        assert name == expected_gelu_kernel(dtype, m, n, k, True), name
+    else:
+        assert name == f"cutlass_sm90_gelu<{dtype},{'64x128x64' if path == 'cutlass_small' else '128x256x64'}>", name
 
 
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
