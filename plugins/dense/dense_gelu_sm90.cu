@@ -26,9 +26,9 @@
 //
 // Persistent tile scheduler (the default for these schedules): the grid is at
 // most one CTA per SM (hw_info.sm_count), walking the tiles; it needs no
-// workspace. Host cost per call: can_implement, three TMA descriptors
-// (cuTensorMapEncodeTiled through cudaGetDriverEntryPointByVersion) and the
-// shared-memory opt-in in initialize; nothing is cached across calls.
+// workspace. Host cost per call: can_implement and three TMA descriptors
+// (cuTensorMapEncodeTiled, looked up through cudaGetDriverEntryPointByVersion
+// each time); the shared-memory opt-in happens once per kernel and device.
 //
 // This file is compiled for sm_90a only (CMake: object library
 // trt_fastops_dense_sm90); the #error keeps other device passes out, since
@@ -39,6 +39,7 @@
 #error "dense_gelu_sm90.cu must be compiled for sm_90a only (CMake target trt_fastops_dense_sm90)"
 #endif
 
+#include <atomic>
 #include <cstdint>
 
 #include <cute/tensor.hpp>
@@ -53,6 +54,9 @@
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/kernel_hardware_info.h>
+
+#include "plugins/common/cuda_status.h"
+#include "plugins/common/smem_optin.h"
 
 namespace trt_fastops::dense {
 namespace {
@@ -140,13 +144,23 @@ Status run_gemm(const DenseParams& p, const char* config, int device, int sm_cou
     return Status::errorf("Dense: CUTLASS sm_90a GEMM <", dtype_name(p.dtype), ",", config, "> needs ", workspace,
                           " workspace bytes, the caller gave ", p.workspace == nullptr ? 0 : p.workspace_bytes);
   }
-  // initialize: host only (TMA descriptors; the >48 KiB shared-memory opt-in,
-  // cudaFuncSetAttribute); nothing is enqueued or allocated, so CUDA-graph
-  // capture is fine.
-  Gemm gemm;
-  s = gemm.initialize(args, workspace > 0 ? p.workspace : nullptr, stream);
+  // GemmUniversalAdapter::initialize, less its cudaFuncSetAttribute on every
+  // call (the shared-memory opt-in is per kernel and device: once, through
+  // allow_dynamic_smem). Host only: the workspace hook (nothing to do for
+  // these kernels), the params with their TMA descriptors; nothing enqueued or
+  // allocated, so CUDA-graph capture is fine.
+  void* ws = workspace > 0 ? p.workspace : nullptr;
+  s = Kernel::initialize_workspace(args, ws, stream);
   if (s != cutlass::Status::kSuccess) return fail("initialize", s);
-  s = gemm.run(stream);
+  static std::atomic<uint64_t> smem_ready{0};
+  const cudaError_t err =
+      allow_dynamic_smem(cutlass::device_kernel<Kernel>, int(Kernel::SharedStorageSize), smem_ready, device);
+  if (err != cudaSuccess) {
+    return Status::errorf("Dense: CUTLASS sm_90a GEMM <", dtype_name(p.dtype), ",", config, ">: opting into ",
+                          int(Kernel::SharedStorageSize), " bytes of shared memory failed: ", cuda_error_string(err));
+  }
+  typename Kernel::Params params = Kernel::to_underlying_arguments(args, ws);
+  s = Gemm::run(params, stream);  // the launch; reports a launch error as kErrorInternal
   if (s != cutlass::Status::kSuccess) return fail("run", s);
   return Status::ok();
 }
