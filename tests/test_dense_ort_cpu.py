@@ -1,6 +1,6 @@
-"""trt_fastops Dense (Y = MatMul(X, W) + bias) through ONNX Runtime's CPU execution
+"""trt_fastops Dense (Y = act(MatMul(X, W) + bias)) through ONNX Runtime's CPU execution
 provider (the float64-accumulating reference, plugins/dense/dense_cpu.h), against numpy
-float64.
+float64 (activation "gelu": the exact GELU through math.erf).
 
 Outputs are bound to NaN-filled buffers (IO binding) so an element the op does not write
 shows up. bfloat16 graphs wrap the op between Cast nodes (numpy has no bfloat16); inputs are
@@ -8,6 +8,8 @@ generated exactly representable in their dtype so the casts are exact. W and bia
 inputs or initializers (what the rewriter writes).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -53,14 +55,25 @@ def rand(rng, shape, dtype, scale=1.0):
     return rng.integers(1, 5, size=shape).astype(NP[dtype])
 
 
-def reference(feeds):
-    """float64 Y = X @ W (+ bias)."""
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def gelu(v):
+    """The exact GELU in float64: 0.5 v (1 + erf(v / sqrt 2))."""
+    v = np.asarray(v, np.float64)
+    return 0.5 * v * (1.0 + _ERF(v / math.sqrt(2.0)).astype(np.float64))
+
+
+def reference(feeds, activation="none"):
+    """float64 Y = act(X @ W (+ bias))."""
     x = np.asarray(feeds["X"], np.float64)
     w = np.asarray(feeds["W"], np.float64)
     m = int(np.prod(x.shape[:-1]))  # explicit: reshape(-1, 0) is ambiguous when K = 0
     y = (x.reshape(m, x.shape[-1]) @ w).reshape(x.shape[:-1] + (w.shape[1],))
     if "bias" in feeds:
         y = y + np.asarray(feeds["bias"], np.float64)
+    if activation == "gelu":
+        y = gelu(y)
     return y
 
 
@@ -138,14 +151,15 @@ def make_feeds(rng, dtype, x_shape, n, *, bias=True):
     return feeds
 
 
-def check_case(dtype, feeds, *, inits=(), graph_shapes=None):
-    """Builds the model (slots in `inits` as initializers), runs it with Y poisoned and compares
-    with the float64 reference. Returns the session."""
+def check_case(dtype, feeds, *, inits=(), graph_shapes=None, activation=None):
+    """Builds the model (slots in `inits` as initializers; attribute 'activation' when given),
+    runs it with Y poisoned and compares with the float64 reference. Returns the session."""
     shapes = graph_shapes or {k: list(v.shape) for k, v in feeds.items()}
     model = build_model(dtype, {k: v for k, v in shapes.items() if k not in inits},
-                        inits={k: feeds[k] for k in inits})
+                        inits={k: feeds[k] for k in inits},
+                        node_attrs=None if activation is None else {"activation": activation})
     sess = make_session(model)
-    ref = reference(feeds)
+    ref = reference(feeds, activation or "none")
     graph_feeds = {feed_name(k, dtype): v for k, v in feeds.items() if k not in inits}
     got = run_poisoned(sess, graph_feeds, ref.shape, np.float32 if dtype == "bfloat16" else NP[dtype],
                        out_name(dtype)).astype(np.float64)
@@ -260,6 +274,61 @@ def test_one_session_many_shapes_and_threads():
 
 
 # ---------------------------------------------------------------------------
+# activation "gelu": Y = GELU(X @ W + bias), the exact (erf) GELU in float64, one rounding
+
+GELU_SHAPES = [((2, 3, 16), 8), ((13, 9), 6), ((4, 1), 5), ((33, 40), 17), ((3, 64), 96), ((1, 1), 1)]
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("x_shape,n", GELU_SHAPES, ids=[f"{'x'.join(map(str, s))}-n{n}" for s, n in GELU_SHAPES])
+def test_gelu_shapes(x_shape, n, dtype, bias):
+    rng = np.random.default_rng(300 + len(x_shape) * 100 + sum(x_shape) + n + DTYPES.index(dtype))
+    check_case(dtype, make_feeds(rng, dtype, x_shape, n, bias=bias), activation="gelu")
+
+
+def as_fed(a, dtype):
+    """`a` (values exact in `dtype`) as the array to feed (bfloat16: float32 holding bf16 values)."""
+    a = np.asarray(a, np.float32)
+    return round_bf16(a) if dtype == "bfloat16" else a.astype(NP[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gelu_tails(dtype):
+    """v = x * w + 1/4 across [-10, 10] (w in steps of 1/2, x in {1, 1/2, -1/4}): GELU's negative
+    tail (tiny values: erf near -1) and its identity-like positive side. Only column 0 of X and
+    row 0 of W are non-zero, so v is exact."""
+    k, n = 4, 41
+    x = np.zeros((3, k), np.float32)
+    x[:, 0] = [1.0, 0.5, -0.25]
+    w = np.zeros((k, n), np.float32)
+    w[0] = np.linspace(-10, 10, n)
+    feeds = {"X": as_fed(x, dtype), "W": as_fed(w, dtype), "bias": as_fed(np.full(n, 0.25, np.float32), dtype)}
+    check_case(dtype, feeds, activation="gelu")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_gelu_k0(dtype, bias):
+    """K = 0: Y = GELU(bias) broadcast over rows, or GELU(0) = 0."""
+    rng = np.random.default_rng(310)
+    check_case(dtype, make_feeds(rng, dtype, (3, 0), 5, bias=bias), activation="gelu")
+
+
+def test_gelu_initializers_and_symbolic_dims():
+    """The rewriter's form: W and bias initializers, X with symbolic leading dims, activation gelu."""
+    rng = np.random.default_rng(320)
+    feeds = make_feeds(rng, "float16", (2, 5, 48), 24)
+    check_case("float16", feeds, inits=("W", "bias"), graph_shapes={"X": ["batch", "seq", 48]}, activation="gelu")
+
+
+def test_activation_none_explicit():
+    """activation = "none" is the default, spelled out."""
+    rng = np.random.default_rng(330)
+    check_case("float32", make_feeds(rng, "float32", (5, 16), 8), activation="none")
+
+
+# ---------------------------------------------------------------------------
 # errors: our message, naming op, input and expectation; the process survives
 
 
@@ -308,6 +377,26 @@ def test_errors_at_session_creation(case):
     msg = session_error(build_model(dtype, shapes, in_dtypes=overrides))
     for f in fragments:
         assert f in msg, f"expected {f!r} in {msg!r}"
+    assert "(node 'dense')" in msg
+    assert_survives()
+
+
+ATTR_ERRORS = [
+    # (id, attribute value, expected fragment)
+    ("relu", "relu", "Dense: attribute 'activation' is 'relu'; expected 'none' or 'gelu'"),
+    ("Gelu-case", "Gelu", "Dense: attribute 'activation' is 'Gelu'; expected 'none' or 'gelu'"),
+    ("empty", "", "Dense: attribute 'activation' is ''; expected 'none' or 'gelu'"),
+    ("int", 1, "Dense: attribute 'activation' is an int, expected a string ('none' or 'gelu')"),
+    ("float", 1.5, "Dense: attribute 'activation' is a float, expected a string ('none' or 'gelu')"),
+]
+
+
+@pytest.mark.parametrize("case", ATTR_ERRORS, ids=[c[0] for c in ATTR_ERRORS])
+def test_activation_refused(case):
+    _, value, fragment = case
+    msg = session_error(build_model("float32", {"X": [2, 8], "W": [8, 4], "bias": [4]},
+                                    node_attrs={"activation": value}))
+    assert fragment in msg, f"expected {fragment!r} in {msg!r}"
     assert "(node 'dense')" in msg
     assert_survives()
 

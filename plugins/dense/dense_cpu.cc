@@ -1,5 +1,6 @@
 #include "plugins/dense/dense_cpu.h"
 
+#include <cmath>
 #include <vector>
 
 #include "plugins/common/host_elements.h"
@@ -20,10 +21,14 @@ inline double load(const void* base, int64_t i) {
   }
 }
 
+// The exact GELU in float64: 0.5 v (1 + erf(v / sqrt 2)).
+inline double gelu(double v) { return 0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440)); }
+
 // Row-major walk: for each row, acc[:] += x[r, j] * w[j, :] over j, so W is
 // read along its rows (contiguous) rather than down its columns.
 template <DType T>
 void rows_impl(const DenseParams& p, int64_t begin, int64_t end) {
+  const bool act_gelu = p.activation == DenseActivation::gelu;
   const int64_t n = p.n, k = p.k;
   std::vector<double> acc(static_cast<size_t>(n));
   for (int64_t r = begin; r < end; ++r) {
@@ -36,6 +41,7 @@ void rows_impl(const DenseParams& p, int64_t begin, int64_t end) {
     for (int64_t c = 0; c < n; ++c) {
       double v = acc[size_t(c)];
       if (p.bias != nullptr) v += load<T>(p.bias, c);
+      if (act_gelu) v = gelu(v);
       store_element(p.y, T, r * n + c, static_cast<float>(v));
     }
   }

@@ -1,6 +1,7 @@
 // CPU reference for Dense: the same DenseParams as launch_dense, with host
 // pointers. Accumulates in float64 (bias added last, as cuBLASLt's epilogue
-// does), then rounds once to float32 and from there to Y's dtype. The ORT CPU
+// does), applies the activation in float64 (GELU through std::erf), then
+// rounds once to float32 and from there to Y's dtype. The ORT CPU
 // kernel and the tests use it. Framework-free.
 #pragma once
 

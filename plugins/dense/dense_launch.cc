@@ -12,6 +12,11 @@
 // and the algorithm, which do not depend on the pointers beyond their
 // alignment (part of the key: the heuristic reads the bias pointer's value and
 // is told every matrix's alignment, since it assumes 256 bytes by default).
+//
+// activation = gelu: choose_path decides, for launch_dense and
+// dense_kernel_name alike, between the sm_90a CUTLASS GEMM with bias + GELU in
+// its epilogue (dense_gelu_sm90.h) and the fallback, cuBLASLt's BIAS epilogue
+// followed by our GELU pass over Y (dense_gelu.h).
 #include "plugins/dense/dense.h"
 
 #include <dlfcn.h>
@@ -27,6 +32,8 @@
 #include <cublasLt.h>
 
 #include "plugins/common/cuda_status.h"
+#include "plugins/dense/dense_gelu.h"
+#include "plugins/dense/dense_gelu_sm90.h"
 
 namespace trt_fastops::dense {
 namespace {
@@ -36,6 +43,15 @@ constexpr size_t WORKSPACE_ALIGN = 256;                // cuBLASLt's workspace a
 constexpr int64_t MAX_ALIGN = 256;                     // cuBLASLt's default alignment assumption
 constexpr size_t DEFAULT_PLAN_CACHE = 64;
 constexpr int MAX_DEVICES = 64;
+
+// Whether this library carries the sm_90a GEMM (CMake defines
+// TRT_FASTOPS_DENSE_SM90 where TRT_FASTOPS_CUDA_ARCHS has 90a and compiles
+// dense_gelu_sm90.cu for sm_90a).
+#if defined(TRT_FASTOPS_DENSE_SM90)
+constexpr bool HAVE_SM90_GEMM = true;
+#else
+constexpr bool HAVE_SM90_GEMM = false;
+#endif
 
 // ---------------------------------------------------------------------------
 // Library loading (once per process; never unloaded: plans and handles live
@@ -314,9 +330,101 @@ Status build_plan(const CublasLt& lt, cublasLtHandle_t handle, const DenseParams
   return Status::ok();
 }
 
+// ---------------------------------------------------------------------------
+// The current device as the path choice needs it (compute capability, SMs for
+// the persistent grid), read once per device: the attention launcher's
+// current_launch_device, for host code.
+
+struct DenseDevice {
+  int index = 0, sms = 0, cc_major = 0, cc_minor = 0;
+};
+
+Status current_dense_device(DenseDevice* d) {
+  static std::atomic<int64_t> cached[MAX_DEVICES];  // sms << 16 | major << 8 | minor; 0: unknown
+  TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&d->index), "Dense: cudaGetDevice"));
+  const bool cacheable = d->index >= 0 && d->index < MAX_DEVICES;
+  int64_t packed = cacheable ? cached[d->index].load(std::memory_order_relaxed) : 0;
+  if (packed == 0) {
+    int sms = 0, major = 0, minor = 0;
+    cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d->index);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->index);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d->index);
+    TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(err, "Dense: cudaDeviceGetAttribute"));
+    packed = int64_t(sms) << 16 | int64_t(major) << 8 | minor;
+    if (cacheable) cached[d->index].store(packed, std::memory_order_relaxed);
+  }
+  d->sms = int(packed >> 16);
+  d->cc_major = int(packed >> 8) & 0xff;
+  d->cc_minor = int(packed) & 0xff;
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------------------
+// Which implementation runs p (validated): one decision for launch_dense and
+// dense_kernel_name.
+
+enum class Path { nothing, fill, cublaslt, cutlass_sm90 };
+
+struct Choice {
+  Path path = Path::nothing;
+  DenseSm90Tile tile = DenseSm90Tile::large;  // cutlass_sm90 only
+};
+
+bool aligned_to(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
+
+// What the sm_90a kernels need of p and the device (dense_gelu_sm90.h).
+bool sm90_gemm_fits(const DenseParams& p, const DenseDevice& dev) {
+  constexpr int64_t INT32_LIMIT = 0x7fffffff;  // CUTLASS's problem shape is int
+  return HAVE_SM90_GEMM && dev.cc_major == 9 && dev.cc_minor == 0 && p.activation == DenseActivation::gelu &&
+         (p.dtype == DType::f16 || p.dtype == DType::bf16) && p.k % DENSE_SM90_ALIGN_ELEMS == 0 &&
+         p.n % DENSE_SM90_ALIGN_ELEMS == 0 && p.m <= INT32_LIMIT && p.n <= INT32_LIMIT && p.k <= INT32_LIMIT &&
+         aligned_to(p.x, DENSE_SM90_ALIGN_BYTES) && aligned_to(p.w, DENSE_SM90_ALIGN_BYTES) &&
+         aligned_to(p.y, DENSE_SM90_ALIGN_BYTES) && aligned_to(p.bias, size_t(dtype_size(p.dtype)));
+}
+
+// The large tile unless M is small or its grid would leave SMs idle.
+DenseSm90Tile sm90_tile(const DenseParams& p, const DenseDevice& dev) {
+  if (p.m <= DENSE_SM90_SMALL_M) return DenseSm90Tile::small;
+  const int64_t tiles = ((p.m + DENSE_SM90_LARGE_TILE_M - 1) / DENSE_SM90_LARGE_TILE_M) *
+                        ((p.n + DENSE_SM90_LARGE_TILE_N - 1) / DENSE_SM90_LARGE_TILE_N);
+  return tiles < dev.sms ? DenseSm90Tile::small : DenseSm90Tile::large;
+}
+
+std::atomic<int> g_gelu_path{int(DenseGeluPath::automatic)};  // dense_set_gelu_path
+
+// dev: null when the device could not be asked (then no sm_90a path).
+Choice choose_path(const DenseParams& p, const DenseDevice* dev) {
+  Choice c;
+  if (p.m == 0 || p.n == 0) return c;
+  if (p.k == 0) {
+    c.path = Path::fill;
+    return c;
+  }
+  const auto forced = DenseGeluPath(g_gelu_path.load(std::memory_order_relaxed));
+  if (forced != DenseGeluPath::fallback && dev != nullptr && sm90_gemm_fits(p, *dev)) {
+    c.path = Path::cutlass_sm90;
+    c.tile = forced == DenseGeluPath::cutlass_small   ? DenseSm90Tile::small
+             : forced == DenseGeluPath::cutlass_large ? DenseSm90Tile::large
+                                                      : sm90_tile(p, *dev);
+    return c;
+  }
+  c.path = Path::cublaslt;
+  return c;
+}
+
+const char* sm90_kernel_name(DType dtype, DenseSm90Tile tile) {
+  const bool small = tile == DenseSm90Tile::small;
+  if (dtype == DType::bf16) {
+    return small ? "cutlass_sm90_gelu<bfloat16,64x128x64>" : "cutlass_sm90_gelu<bfloat16,128x256x64>";
+  }
+  return small ? "cutlass_sm90_gelu<float16,64x128x64>" : "cutlass_sm90_gelu<float16,128x256x64>";
+}
+
 // K == 0: Y = bias broadcast over rows (row 0 copied from bias, then the
 // filled rows doubled: log2(M) + 1 stream-ordered copies), or zeros.
-Status fill_without_k(const DenseParams& p, cudaStream_t stream) {
+// With gelu: GELU(bias) by the GELU pass over the filled Y; GELU(0) = 0 needs
+// nothing.
+Status fill_without_k(const DenseParams& p, int sms, cudaStream_t stream) {
   const size_t row = size_t(p.n) * size_t(dtype_size(p.dtype));
   auto* y = static_cast<char*>(p.y);
   if (p.bias == nullptr) {
@@ -331,6 +439,9 @@ Status fill_without_k(const DenseParams& p, cudaStream_t stream) {
         "Dense: cudaMemcpyAsync (K == 0: Y = bias)"));
     filled += count;
   }
+  if (p.activation == DenseActivation::gelu) {
+    return cuda_status(launch_dense_gelu(p.dtype, p.y, p.m * p.n, sms, stream), "Dense: GELU kernel (K == 0)");
+  }
   return Status::ok();
 }
 
@@ -341,6 +452,9 @@ size_t dense_workspace_bytes() { return WORKSPACE_BYTES; }
 Status validate_dense_params(const DenseParams& p) {
   auto bad = [](const char* what) { return Status::errorf("Dense: invalid params: ", what); };
   if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16) return bad("unknown dtype");
+  if (p.activation != DenseActivation::none && p.activation != DenseActivation::gelu) {
+    return Status::errorf("Dense: invalid params: unknown activation ", int(p.activation));
+  }
   if (p.m < 0 || p.n < 0 || p.k < 0) {
     return Status::errorf("Dense: invalid params: negative size (m ", p.m, ", n ", p.n, ", k ", p.k, ")");
   }
@@ -363,15 +477,43 @@ Status dense_library_status(size_t* version) {
   return lt.ok ? Status::ok() : Status::error(lt.reason);
 }
 
+DenseGeluPath dense_set_gelu_path(DenseGeluPath path) { return DenseGeluPath(g_gelu_path.exchange(int(path))); }
+
+const char* dense_kernel_name(const DenseParams& p) {
+  if (!validate_dense_params(p).is_ok()) return "invalid";
+  DenseDevice dev;
+  const bool known = current_dense_device(&dev).is_ok();
+  if (!known) cudaGetLastError();  // the query's error is not the caller's
+  const Choice c = choose_path(p, known ? &dev : nullptr);
+  const bool gelu = p.activation == DenseActivation::gelu;
+  switch (c.path) {
+    case Path::nothing: return "none";
+    case Path::fill: return gelu && p.bias != nullptr ? "fill_k0+gelu" : "fill_k0";
+    case Path::cutlass_sm90: return sm90_kernel_name(p.dtype, c.tile);
+    case Path::cublaslt: break;
+  }
+  if (p.bias != nullptr) return gelu ? "cublaslt_bias+gelu" : "cublaslt_bias";
+  return gelu ? "cublaslt+gelu" : "cublaslt";
+}
+
 Status launch_dense(const DenseParams& p, cudaStream_t stream) {
   TRT_FASTOPS_RETURN_IF_ERROR(validate_dense_params(p));
   if (p.m == 0 || p.n == 0) return Status::ok();
-  if (p.k == 0) return fill_without_k(p, stream);
+  DenseDevice dev;
+  TRT_FASTOPS_RETURN_IF_ERROR(current_dense_device(&dev));
+  const Choice choice = choose_path(p, &dev);
+  if (choice.path == Path::fill) return fill_without_k(p, dev.sms, stream);
+  if (choice.path == Path::cutlass_sm90) {
+#if defined(TRT_FASTOPS_DENSE_SM90)
+    return launch_dense_gelu_sm90(p, choice.tile, dev.index, dev.sms, stream);
+#else
+    return Status::error("Dense: internal error: the sm_90a GEMM was chosen in a build without it");
+#endif
+  }
 
   const CublasLt& lt = cublaslt();
   if (!lt.ok) return Status::error(lt.reason);
-  int device = 0;
-  TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "Dense: cudaGetDevice"));
+  const int device = dev.index;
   cublasLtHandle_t handle = nullptr;
   TRT_FASTOPS_RETURN_IF_ERROR(device_handle(lt, device, &handle));
 
@@ -422,6 +564,9 @@ Status launch_dense(const DenseParams& p, cudaStream_t stream) {
                                      plan->d, &plan->algo, ws, ws_usable, stream);
   if (s != CUBLAS_STATUS_SUCCESS) {
     return Status::errorf("Dense: cublasLtMatmul failed for ", describe(p), ": ", status_text(lt, s));
+  }
+  if (p.activation == DenseActivation::gelu) {  // the fallback's second pass (see the top of the file)
+    return cuda_status(launch_dense_gelu(p.dtype, p.y, p.m * p.n, dev.sms, stream), "Dense: GELU kernel");
   }
   return Status::ok();
 }

@@ -25,8 +25,10 @@ int64_t dims_product(const std::vector<int64_t>& dims, size_t begin, size_t end,
   return unknown ? -1 : n;
 }
 
+const char* const ATTR_ACTIVATION = "activation";
+
 Status unknown_attr(const std::string& name) {
-  return Status::errorf(OP, ": unknown attribute '", name, "'; Dense takes no attributes");
+  return Status::errorf(OP, ": unknown attribute '", name, "'; Dense takes only '", ATTR_ACTIVATION, "'");
 }
 
 }  // namespace
@@ -35,11 +37,32 @@ const DenseSignature& dense_signature(DenseOp op) { return signature_at(SIGNATUR
 
 bool dense_op_from_name(const std::string& name, DenseOp* op) { return op_from_name(SIGNATURES, name, op); }
 
-std::vector<std::string> dense_attr_names() { return {}; }
+std::vector<std::string> dense_attr_names() { return {ATTR_ACTIVATION}; }
 
-Status set_dense_attr_int(const std::string& name, int64_t, DenseAttrs*) { return unknown_attr(name); }
+Status set_dense_attr_string(const std::string& name, const std::string& value, DenseAttrs* attrs) {
+  if (name != ATTR_ACTIVATION) return unknown_attr(name);
+  for (DenseActivation a : {DenseActivation::none, DenseActivation::gelu}) {
+    if (value == dense_activation_name(a)) {
+      attrs->activation = a;
+      return Status::ok();
+    }
+  }
+  return Status::errorf(OP, ": attribute '", ATTR_ACTIVATION, "' is '", value, "'; expected 'none' or 'gelu'");
+}
 
-Status set_dense_attr_float(const std::string& name, double, DenseAttrs*) { return unknown_attr(name); }
+Status dense_attr_type_error(const std::string& name, const char* found_kind) {
+  if (name != ATTR_ACTIVATION) return unknown_attr(name);
+  return Status::errorf(OP, ": attribute '", ATTR_ACTIVATION, "' is ", found_kind,
+                        ", expected a string ('none' or 'gelu')");
+}
+
+Status set_dense_attr_int(const std::string& name, int64_t, DenseAttrs*) {
+  return dense_attr_type_error(name, "an int");
+}
+
+Status set_dense_attr_float(const std::string& name, double, DenseAttrs*) {
+  return dense_attr_type_error(name, "a float");
+}
 
 Status infer_dense(const std::vector<TensorDesc>& inputs, DenseShapes* out) {
   const DenseSignature& sig = dense_signature();
@@ -112,7 +135,8 @@ Status infer_dense(const std::vector<TensorDesc>& inputs, DenseShapes* out) {
   return Status::ok();
 }
 
-Status make_dense_params(const DenseShapes& shapes, const DenseBuffers& buffers, DenseParams* out) {
+Status make_dense_params(const DenseShapes& shapes, const DenseAttrs& attrs, const DenseBuffers& buffers,
+                         DenseParams* out) {
   const DenseSignature& sig = dense_signature();
   if (!shapes.fully_known()) {
     return Status::errorf(OP, ": internal error: make_dense_params needs fully known shapes (rank ", shapes.rank,
@@ -123,6 +147,7 @@ Status make_dense_params(const DenseShapes& shapes, const DenseBuffers& buffers,
   p.m = shapes.m;
   p.n = shapes.n;
   p.k = shapes.k;
+  p.activation = attrs.activation;
   p.x = buffers.inputs[DENSE_X];
   p.w = buffers.inputs[DENSE_W];
   p.bias = shapes.has_bias ? buffers.inputs[DENSE_BIAS] : nullptr;

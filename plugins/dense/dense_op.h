@@ -4,25 +4,33 @@
 // (dense.h) and the CPU reference (dense_cpu.h) take, and every error message.
 // Framework-free: same API shape as norm_op.h / conv_op.h / attention_op.h.
 //
-//   Y = MatMul(X, W) + bias
+//   Y = act(MatMul(X, W) + bias)
 //
 //   inputs:  X [..., K] (rank >= 2; the leading dims flatten into M),
 //            W [K, N] (exactly ONNX MatMul's B, rank 2),
 //            bias [N]? (1-D, optional)
 //   outputs: Y [..., N] (X's leading dims, then N), X's dtype
-//   attrs:   none (any attribute the adapter can see is refused)
+//   attrs:   activation (string): "none" (default) or "gelu", the exact GELU
+//            0.5 v (1 + erf(v / sqrt 2)) of v = MatMul(X, W) + bias (ONNX
+//            Gelu with approximate="none"; com.microsoft BiasGelu)
 //
 // Rules:
 // - X, W and bias share one dtype: float32, float16 or bfloat16.
 // - M = 0 or N = 0: Y is empty and nothing runs. K = 0: Y = bias broadcast over
 //   rows, or zeros without bias (a sum over nothing).
 // - Accumulation: float32 on CUDA (cuBLASLt, CUBLAS_COMPUTE_32F: float16 /
-//   bfloat16 in float32, float32 in plain FP32, never TF32); float64 on the
-//   CPU reference. Y is rounded once to its dtype.
+//   bfloat16 in float32, float32 in plain FP32, never TF32; the sm_90a CUTLASS
+//   GEMM of activation "gelu" likewise); float64 on the CPU reference. Y is
+//   rounded once to its dtype (activation "gelu" on CUDA: GELU is computed in
+//   float32 from the float32 v, except on the cuBLASLt fallback, where v is
+//   rounded to Y's dtype first: see dense.h).
 //
 // Why the op exists: ONNX Runtime's MatMul cannot fuse the Add of a bias
 // initializer that follows it, so the bias costs a full extra pass over the
-// activations; Dense adds it in cuBLASLt's BIAS epilogue. TensorRT has no
+// activations; Dense adds it in cuBLASLt's BIAS epilogue. The same holds for
+// BERT's GELU after the MLP's first GEMM (ONNX Runtime's BiasGelu reads and
+// writes the whole activation again): activation "gelu" fuses it where CUTLASS
+// can (sm_90a). TensorRT has no
 // plugin for Dense: TensorRT fuses MatMul + bias in its own tactics, so the
 // rewriter emits Dense only for `--target ort`.
 #pragma once
@@ -66,14 +74,23 @@ const DenseSignature& dense_signature(DenseOp op = DenseOp::dense);
 bool dense_op_from_name(const std::string& name, DenseOp* op);
 
 // ---------------------------------------------------------------------------
-// Attributes: Dense has none. Adapters that can list a node's attributes pass
-// each one here; every name is refused ("Dense: unknown attribute 'alpha';
-// Dense takes no attributes"). ORT cannot list attributes, so there unknown
-// ones are ignored, as for every op.
-struct DenseAttrs {};
-std::vector<std::string> dense_attr_names();  // empty
+// Attributes: 'activation' (a string). Adapters that can list a node's
+// attributes pass each one here; other names are refused ("Dense: unknown
+// attribute 'alpha'; Dense takes only 'activation'"). ORT cannot list
+// attributes, so there unknown ones are ignored, as for every op.
+struct DenseAttrs {
+  DenseActivation activation = DenseActivation::none;
+};
+std::vector<std::string> dense_attr_names();  // {"activation"}
+// "Dense: attribute 'activation' is 'relu'; expected 'none' or 'gelu'"
+Status set_dense_attr_string(const std::string& name, const std::string& value, DenseAttrs* attrs);
+// 'activation' given as an int / float: "Dense: attribute 'activation' is an
+// int, expected a string ('none' or 'gelu')"; unknown names as above.
 Status set_dense_attr_int(const std::string& name, int64_t value, DenseAttrs* attrs);
 Status set_dense_attr_float(const std::string& name, double value, DenseAttrs* attrs);
+// The refusal for an attribute of another kind (adapters that cannot read the
+// value as its kind): found_kind "an int", "a float", "a list of ints", ...
+Status dense_attr_type_error(const std::string& name, const char* found_kind);
 
 // ---------------------------------------------------------------------------
 // What infer_dense derives. Counts are -1 where unknown (graph time only).
@@ -104,9 +121,10 @@ struct DenseBuffers {
   void* outputs[DENSE_MAX_OUTPUTS] = {};
 };
 
-// Fills the launcher params from fully known shapes (run time) and buffers;
-// the workspace is left to the caller. Refuses null pointers for tensors that
-// hold data the computation reads or writes.
-Status make_dense_params(const DenseShapes& shapes, const DenseBuffers& buffers, DenseParams* out);
+// Fills the launcher params from fully known shapes (run time), the
+// attributes and buffers; the workspace is left to the caller. Refuses null
+// pointers for tensors that hold data the computation reads or writes.
+Status make_dense_params(const DenseShapes& shapes, const DenseAttrs& attrs, const DenseBuffers& buffers,
+                         DenseParams* out);
 
 }  // namespace trt_fastops::dense

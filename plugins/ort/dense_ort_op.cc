@@ -15,6 +15,34 @@ namespace {
 using dense::DenseParams;
 using dense::DenseSignature;
 
+// Attributes. ORT cannot list a node's attributes, so each known name is
+// probed: as a string (its kind), then as an int or a float (for the message).
+// Absent: the default.
+Status read_dense_attrs(const OrtKernelInfo* info, dense::DenseAttrs* attrs) {
+  const OrtApi* a = api();
+  *attrs = dense::DenseAttrs();
+  for (const std::string& name : dense::dense_attr_names()) {
+    const char* n = name.c_str();
+    size_t size = 0;
+    int64_t i = 0;
+    float f = 0.f;
+    if (succeeded(a->KernelInfoGetAttribute_string(info, n, nullptr, &size))) {
+      std::string buf(size, '\0');
+      if (size > 0) {
+        TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->KernelInfoGetAttribute_string(info, n, buf.data(), &size),
+                                                    "KernelInfoGetAttribute_string"));
+      }
+      TRT_FASTOPS_RETURN_IF_ERROR(dense::set_dense_attr_string(name, std::string(buf.c_str()), attrs));
+      continue;
+    }
+    if (succeeded(a->KernelInfoGetAttribute_int64(info, n, &i))) return dense::set_dense_attr_int(name, i, attrs);
+    if (succeeded(a->KernelInfoGetAttribute_float(info, n, &f))) return dense::set_dense_attr_float(name, f, attrs);
+    if (succeeded(a->KernelInfoGetAttributeArray_int64(info, n, nullptr, &size)) && size > 0)
+      return dense::dense_attr_type_error(name, "a list of ints");
+  }
+  return Status::ok();
+}
+
 // CPU reference, split over rows of Y through ORT's intra-op thread pool.
 Status run_cpu(OrtKernelContext* ctx, const DenseParams& p) {
   constexpr int64_t MACS_PER_CHUNK = 1 << 18;  // keeps per-task overhead small
@@ -61,7 +89,7 @@ OrtStatus* run_cuda(const DenseFamily::Kernel& k, OrtKernelContext* ctx, DensePa
   Status s = from_ort_status(api()->KernelContext_GetGPUComputeStream(ctx, &stream), "KernelContext_GetGPUComputeStream");
   if (!s.is_ok()) return fail(Status::errorf("Dense: getting the compute stream: ", s.message()));
   Workspace ws;
-  if (p.m > 0 && p.n > 0 && p.k > 0) {  // only cuBLASLt uses it
+  if (p.m > 0 && p.n > 0 && p.k > 0) {  // only the GEMMs use it (cuBLASLt, CUTLASS)
     const size_t bytes = dense::dense_workspace_bytes();
     s = allocate_workspace(ctx, bytes, &ws);
     if (!s.is_ok()) return fail(s);
@@ -91,6 +119,7 @@ Status DenseFamily::create_kernel(const OrtKernelInfo* info, Kernel* k) {
   std::vector<TensorDesc> inputs;
   TRT_FASTOPS_RETURN_IF_ERROR(kernel_info_inputs(info, n_in, sig.name, &inputs));
   inputs_to_slots(k->input_slots, sig.num_inputs, &inputs, nullptr);
+  TRT_FASTOPS_RETURN_IF_ERROR(read_dense_attrs(info, &k->attrs));
   dense::DenseShapes shapes;
   return dense::infer_dense(inputs, &shapes);
 }
@@ -113,7 +142,7 @@ OrtStatus* DenseFamily::compute(const Kernel& k, OrtKernelContext* ctx) {
   if (!s.is_ok()) return fail(s);
 
   DenseParams p;
-  s = dense::make_dense_params(shapes, buffers, &p);
+  s = dense::make_dense_params(shapes, k.attrs, buffers, &p);
   if (!s.is_ok()) return fail(s);
 
   if (k.cuda) return run_cuda(k, ctx, p);

@@ -1,4 +1,4 @@
-// ORT custom op for Dense (domain trt_fastops: Y = MatMul(X, W) + bias, with
+// ORT custom op for Dense (domain trt_fastops: Y = act(MatMul(X, W) + bias), with
 // the semantics of plugins/dense/dense_op.h): the dense family of OrtOp
 // (plugins/ort/ort_op.h holds the shared plumbing and explains the typed +
 // catch-all registrations). Y follows X's dtype.
@@ -6,12 +6,16 @@
 // The CPU registration runs the float64-accumulating reference
 // (plugins/dense/dense_cpu.h) over ORT's intra-op thread pool, so a rewritten
 // model runs anywhere. The CUDA registration enqueues launch_dense (cuBLASLt,
-// bias in the BIAS epilogue) on the kernel context's stream, with a
+// bias in the BIAS epilogue; activation "gelu": a CUTLASS GEMM with bias and
+// GELU in its epilogue on sm_90a, else cuBLASLt then a GELU kernel) on the
+// kernel context's stream, with a
 // dense_workspace_bytes() workspace from ORT's allocator for X's device, freed
 // after the enqueue (stream-ordered reuse, as ORT's own CUDA kernels do).
-// Optional int attributes 'inputs' / 'outputs' (slot bitmasks,
-// plugins/trt/README.md) are read and checked as for the other ops; for
-// X, W, bias? -> Y a valid mask is the positions.
+// Attribute 'activation' ("none" default, "gelu": dense_op.h) is read once at
+// kernel creation; a wrong value or kind fails session creation. Optional int
+// attributes 'inputs' / 'outputs' (slot bitmasks, plugins/trt/README.md) are
+// read and checked as for the other ops; for X, W, bias? -> Y a valid mask is
+// the positions.
 #pragma once
 
 #include <onnxruntime_c_api.h>
@@ -30,6 +34,7 @@ struct DenseFamily {
     // Node input position -> slot from the optional 'inputs' bitmask (empty:
     // positions are slots), read as for every op (ort_helpers.h).
     std::vector<int> input_slots;
+    dense::DenseAttrs attrs;
   };
 
   static const Signature& signature(Op op) { return dense::dense_signature(op); }

@@ -1,8 +1,12 @@
-// pybind11 bindings for the Dense launcher (cuBLASLt + BIAS epilogue): raw
+// pybind11 bindings for the Dense launcher (cuBLASLt + BIAS epilogue; with
+// activation "gelu" the sm_90a CUTLASS GEMM or cuBLASLt + a GELU pass): raw
 // device pointers in, no framework types; and the plan cache's counters, which
 // the ORT op shares in-process (one libtrt_fastops_kernels.so).
 //
-//   _C.dense_forward("float16", x_ptr, w_ptr, y_ptr, m, n, k, bias=..., workspace=..., workspace_bytes=..., stream=s)
+//   _C.dense_forward("float16", x_ptr, w_ptr, y_ptr, m, n, k, bias=..., activation="gelu",
+//                    workspace=..., workspace_bytes=..., stream=s)
+//   _C.dense_kernel_name(<dense_forward's arguments>)  -> "cutlass_sm90_gelu<float16,128x256x64>"
+//   _C.dense_set_gelu_path("fallback")                 -> "auto" (the previous setting)
 //   _C.dense_workspace_bytes()  -> 33554432
 //   _C.dense_library_status()   -> {"available": True, "version": 130000, "reason": ""}
 //   _C.dense_plan_cache_stats() / dense_plan_cache_clear() / dense_plan_cache_reset_stats()
@@ -29,10 +33,19 @@ DType parse_dtype(const std::string& dtype) {
   throw py::value_error("dense_forward: dtype must be 'float32', 'float16' or 'bfloat16', got '" + dtype + "'");
 }
 
-void dense_forward(const std::string& dtype, uintptr_t x, uintptr_t w, uintptr_t y, int64_t m, int64_t n, int64_t k,
-                   uintptr_t bias, uintptr_t workspace, size_t workspace_bytes, uintptr_t stream) {
+dense::DenseActivation parse_activation(const std::string& activation) {
+  for (dense::DenseActivation a : {dense::DenseActivation::none, dense::DenseActivation::gelu}) {
+    if (activation == dense::dense_activation_name(a)) return a;
+  }
+  throw py::value_error("dense_forward: activation must be 'none' or 'gelu', got '" + activation + "'");
+}
+
+DenseParams make_params(const std::string& dtype, uintptr_t x, uintptr_t w, uintptr_t y, int64_t m, int64_t n,
+                        int64_t k, uintptr_t bias, const std::string& activation, uintptr_t workspace,
+                        size_t workspace_bytes) {
   DenseParams p;
   p.dtype = parse_dtype(dtype);
+  p.activation = parse_activation(activation);
   p.x = reinterpret_cast<const void*>(x);
   p.w = reinterpret_cast<const void*>(w);
   p.bias = reinterpret_cast<const void*>(bias);
@@ -42,12 +55,26 @@ void dense_forward(const std::string& dtype, uintptr_t x, uintptr_t w, uintptr_t
   p.k = k;
   p.workspace = reinterpret_cast<void*>(workspace);
   p.workspace_bytes = workspace_bytes;
+  return p;
+}
+
+void dense_forward(const std::string& dtype, uintptr_t x, uintptr_t w, uintptr_t y, int64_t m, int64_t n, int64_t k,
+                   uintptr_t bias, const std::string& activation, uintptr_t workspace, size_t workspace_bytes,
+                   uintptr_t stream) {
+  const DenseParams p = make_params(dtype, x, w, y, m, n, k, bias, activation, workspace, workspace_bytes);
   Status st;
   {
     py::gil_scoped_release release;
     st = dense::launch_dense(p, reinterpret_cast<cudaStream_t>(stream));
   }
   if (!st.is_ok()) throw std::runtime_error(st.message());
+}
+
+// Same arguments as dense_forward (workspace and stream ignored): what it would run.
+std::string dense_kernel_name(const std::string& dtype, uintptr_t x, uintptr_t w, uintptr_t y, int64_t m, int64_t n,
+                              int64_t k, uintptr_t bias, const std::string& activation, uintptr_t workspace,
+                              size_t workspace_bytes, uintptr_t stream) {
+  return dense::dense_kernel_name(make_params(dtype, x, w, y, m, n, k, bias, activation, workspace, workspace_bytes));
 }
 
 py::dict dense_library_status() {
@@ -77,13 +104,38 @@ py::dict dense_plan_cache_stats() {
 
 void register_dense_bindings(py::module_& m) {
   m.def("dense_forward", &dense_forward,
-        "Enqueue Y[m, n] = X[m, k] @ W[k, n] (+ bias[n]) through cuBLASLt on `stream` for raw, row-major\n"
-        "device pointers (ints; bias 0 = none). workspace / workspace_bytes: device scratch for cuBLASLt\n"
-        "(dense_workspace_bytes() is what the ORT op passes). Raises RuntimeError with the launcher's\n"
-        "message. Never synchronises.",
+        "Enqueue Y[m, n] = act(X[m, k] @ W[k, n] (+ bias[n])) on `stream` for raw, row-major device\n"
+        "pointers (ints; bias 0 = none); activation 'none' or 'gelu' (exact erf GELU). workspace /\n"
+        "workspace_bytes: device scratch for the GEMM (dense_workspace_bytes() is what the ORT op passes).\n"
+        "Raises RuntimeError with the launcher's message. Never synchronises.",
         py::arg("dtype"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("m"), py::arg("n"), py::arg("k"),
-        py::kw_only(), py::arg("bias") = 0, py::arg("workspace") = 0, py::arg("workspace_bytes") = 0,
-        py::arg("stream") = 0);
+        py::kw_only(), py::arg("bias") = 0, py::arg("activation") = "none", py::arg("workspace") = 0,
+        py::arg("workspace_bytes") = 0, py::arg("stream") = 0);
+  m.def("dense_kernel_name", &dense_kernel_name,
+        "Which implementation dense_forward would run for these arguments on the current device\n"
+        "(the pointers' alignment included; only their values are read):\n"
+        "'cutlass_sm90_gelu<float16,128x256x64>', 'cublaslt_bias+gelu', 'cublaslt', 'fill_k0', 'none',\n"
+        "'invalid', ...",
+        py::arg("dtype"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("m"), py::arg("n"), py::arg("k"),
+        py::kw_only(), py::arg("bias") = 0, py::arg("activation") = "none", py::arg("workspace") = 0,
+        py::arg("workspace_bytes") = 0, py::arg("stream") = 0);
+  m.def(
+      "dense_set_gelu_path",
+      [](const std::string& path) {
+        static const char* const names[] = {"auto", "fallback", "cutlass_small", "cutlass_large"};
+        int next = -1;
+        for (int i = 0; i < 4; ++i)
+          if (path == names[i]) next = i;
+        if (next < 0) {
+          throw py::value_error("dense_set_gelu_path: path must be 'auto', 'fallback', 'cutlass_small' or "
+                                "'cutlass_large', got '" + path + "'");
+        }
+        return names[int(dense::dense_set_gelu_path(dense::DenseGeluPath(next)))];
+      },
+      "Benchmark / test hook, process-wide from now on: how activation 'gelu' runs where the sm_90a\n"
+      "CUTLASS GEMM applies: 'auto' (its tile by M and grid), 'fallback' (cuBLASLt + the GELU kernel),\n"
+      "'cutlass_small' (64x128x64) or 'cutlass_large' (128x256x64). Returns the previous setting.",
+      py::arg("path"));
   m.def("dense_workspace_bytes", &dense::dense_workspace_bytes, "The cuBLASLt workspace the ORT op hands Dense.");
   m.def("dense_library_status", &dense_library_status,
         "Whether libcublasLt could be loaded (loads it on first call): available, version, reason.");

@@ -1,5 +1,7 @@
-"""trt_fastops Dense (Y = MatMul(X, W) + bias; cuBLASLt with the BIAS epilogue) on ONNX
-Runtime's CUDA execution provider, against the float64 reference of tests/test_dense_ort_cpu.py.
+"""trt_fastops Dense (Y = act(MatMul(X, W) + bias); cuBLASLt with the BIAS epilogue, and for
+activation "gelu" the sm_90a CUTLASS GEMM with bias + erf GELU in its epilogue or the fallback,
+cuBLASLt then a GELU kernel) on ONNX Runtime's CUDA execution provider, against the float64
+reference of tests/test_dense_ort_cpu.py.
 
 - Shapes: BERT's (K = 768, N = 2304 / 3072 / 768; M = 1, 128, 4096), rank-3 X, unaligned
   N = 7 / K = 13 (leading dimensions no vector width divides), N = 1, K = 1, M = 0 / N = 0 (empty
@@ -22,6 +24,15 @@ whose error grows like u * sqrt(K) * ||x * w||_2; TF32's input rounding alone wo
 ||x * w||_2 and fail), 4u for float16 / bfloat16 (2^-9 / 2^-6: partial sums that a split-K
 reduction may keep in Y's dtype). A missing or misplaced bias, a transposed W or an unwritten
 row fails by orders of magnitude.
+
+activation "gelu": g = GELU(v). |GELU'| <= 1.07 (its maximum, at v = sqrt 2), so an error in v
+grows at most 1.07-fold: bound(g) = 1.07 * bound(v) + 2u|g| (g's rounding) + 2^-22 |v| (erff's
+few float32 ulps, seen through 0.5 v) + the spacing of float16 subnormals (GELU's negative tail
+lands there). The fallback rounds v to Y's dtype before GELU: bound(v) already holds that rounding.
+Which implementation runs is asserted through _C.dense_kernel_name (the launcher's own decision):
+on compute capability 9.0 with an sm_90a build, float16 / bfloat16 with K and N multiples of 8
+and aligned buffers take the CUTLASS path; N = 7, K = 13, float32 or a misaligned pointer the
+fallback.
 
 Needs onnxruntime-gpu (fixture ort_cuda). TRT_FASTOPS_ORT_TEST_EP=CPUExecutionProvider runs the
 same tests on the CPU EP (device buffers become host buffers, no CUDA graph; the plan-cache
@@ -105,9 +116,10 @@ def tensor_proto(name, arr, dtype):
     return numpy_helper.from_array(np.asarray(arr, NP[dtype]), name)
 
 
-def dense_model(dtype, shapes, inits=None):
+def dense_model(dtype, shapes, inits=None, activation=None):
     """One Dense node, every tensor in `dtype`. shapes: slot -> graph shape (None: unknown rank;
-    str: symbolic) for graph inputs; inits: slot -> array stored as an initializer instead."""
+    str: symbolic) for graph inputs; inits: slot -> array stored as an initializer instead;
+    activation: the node's 'activation' attribute (None: absent)."""
     inits = inits or {}
     graph_in, initializers, names = [], [], []
     for slot in cpu.SLOTS:
@@ -119,6 +131,8 @@ def dense_model(dtype, shapes, inits=None):
             continue
         names.append(slot)
     node = helper.make_node("Dense", names, ["Y"], domain=DOMAIN, name="dense")
+    if activation is not None:
+        node.attribute.append(helper.make_attribute("activation", activation))
     y = helper.make_tensor_value_info("Y", ELEM[dtype], None)
     graph = helper.make_graph([node], f"Dense_{dtype}", graph_in, [y], initializer=initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)],
@@ -204,14 +218,27 @@ def run_bound(ort, sess, feeds, dtype, y_shape):
     return to_host(ort, y, dtype)
 
 
-def references(feeds):
-    """(float64 reference, ||x * w||_2 per element: the error scale)."""
-    ref = cpu.reference(feeds)
+GELU_LIP = 1.07  # max |GELU'(v)| (at v = sqrt 2: Phi(sqrt 2) + sqrt 2 phi(sqrt 2) = 1.0682)
+SUBNORMAL = {"float32": 0.0, "float16": 2.0**-24, "bfloat16": 0.0}  # float16's subnormal spacing
+
+
+def references(feeds, activation="none", rows=None):
+    """(float64 reference, v = X @ W + bias, ||x * w||_2 per element: the error scale). rows: the
+    rows of the flattened [M, N] to compute (None: all, shaped like Y; else [len(rows), N])."""
     x = np.asarray(feeds["X"], np.float64)
     w = np.asarray(feeds["W"], np.float64)
-    m = int(np.prod(x.shape[:-1]))
-    scale = np.sqrt((x.reshape(m, x.shape[-1]) ** 2) @ (w**2)).reshape(ref.shape)
-    return ref, scale
+    m = int(np.prod(x.shape[:-1]))  # explicit: reshape(-1, 0) is ambiguous when K = 0
+    x2 = x.reshape(m, x.shape[-1])
+    if rows is not None:
+        x2 = x2[rows]
+    v = x2 @ w
+    if "bias" in feeds:
+        v = v + np.asarray(feeds["bias"], np.float64)
+    scale = np.sqrt((x2**2) @ (w**2))
+    if rows is None:
+        v, scale = v.reshape(x.shape[:-1] + (w.shape[1],)), scale.reshape(x.shape[:-1] + (w.shape[1],))
+    ref = cpu.gelu(v) if activation == "gelu" else v
+    return ref, v, scale
 
 
 def bound(ref, scale, dtype, k):
@@ -219,24 +246,37 @@ def bound(ref, scale, dtype, k):
     return 2 * UNIT[dtype] * np.abs(ref) + c * scale + 1e-30
 
 
-def assert_close(got, feeds, dtype, what):
-    ref, scale = references(feeds)
-    assert got.shape == ref.shape, (what, got.shape, ref.shape)
+def bound_gelu(g, v, scale, dtype, k):
+    """GELU(v)'s bound (see the top of the file)."""
+    return (GELU_LIP * bound(v, scale, dtype, k) + 2 * UNIT[dtype] * np.abs(g) + 2.0**-22 * np.abs(v)
+            + SUBNORMAL[dtype])
+
+
+def assert_close(got, feeds, dtype, what, activation="none", rows=None):
+    """got: Y as float64. rows: compare only these rows of the flattened [M, N] (large M: the
+    float64 reference of every row costs more than the run); every element is checked for NaN."""
     nan = np.isnan(got)
     assert not nan.any(), f"{what}: {int(nan.sum())} of {got.size} elements unwritten (NaN)"
+    ref, v, scale = references(feeds, activation, rows)
+    if rows is not None:
+        got = got.reshape(-1, got.shape[-1])[rows]
+    assert got.shape == ref.shape, (what, got.shape, ref.shape)
     if got.size == 0:
         return
-    ratio = float((np.abs(got - ref) / bound(ref, scale, dtype, feeds["X"].shape[-1])).max())
+    k = feeds["X"].shape[-1]
+    b = bound_gelu(ref, v, scale, dtype, k) if activation == "gelu" else bound(ref, scale, dtype, k)
+    ratio = float((np.abs(got - ref) / b).max())
     assert ratio <= 1.0, f"{what}: error {ratio:.3g} x the bound"
 
 
-def check(ort, dtype, feeds, *, inits=(), graph_shapes=None, what=""):
+def check(ort, dtype, feeds, *, inits=(), graph_shapes=None, what="", activation=None, rows=None):
     shapes = graph_shapes or {k: list(v.shape) for k, v in feeds.items()}
-    model = dense_model(dtype, {k: v for k, v in shapes.items() if k not in inits}, {k: feeds[k] for k in inits})
+    model = dense_model(dtype, {k: v for k, v in shapes.items() if k not in inits}, {k: feeds[k] for k in inits},
+                        activation)
     sess = session(ort, model)
-    ref = cpu.reference(feeds)
-    got = run_bound(ort, sess, {k: v for k, v in feeds.items() if k not in inits}, dtype, ref.shape)
-    assert_close(got, feeds, dtype, f"Dense {dtype} {what}")
+    y_shape = feeds["X"].shape[:-1] + (feeds["W"].shape[1],)
+    got = run_bound(ort, sess, {k: v for k, v in feeds.items() if k not in inits}, dtype, y_shape)
+    assert_close(got, feeds, dtype, f"Dense {dtype} {what}", activation or "none", rows)
     return sess
 
 
@@ -319,10 +359,13 @@ def test_cuda_graph_replays(ort_ep, dtype, bias):
     """enable_cuda_graph=1: X, W, bias and Y bound to DEVICE OrtValues once; every run copies
     new inputs and weights in place and re-poisons Y, so a replay that ignored either is caught.
     8 runs cover ORT's warm-up, the capture and replays."""
-    x_shape, n = (64, 768), 2304
+    graph_replays(ort_ep, dtype, bias, (64, 768), 2304, None, 50 + DTYPES.index(dtype) + 3 * bias)
+
+
+def graph_replays(ort_ep, dtype, bias, x_shape, n, activation, seed):
     shapes = {"X": list(x_shape), "W": [x_shape[-1], n]} | ({"bias": [n]} if bias else {})
-    sess = session(ort_ep, dense_model(dtype, shapes), cuda_graph=True)
-    rng = np.random.default_rng(50 + DTYPES.index(dtype) + 3 * bias)
+    sess = session(ort_ep, dense_model(dtype, shapes, activation=activation), cuda_graph=True)
+    rng = np.random.default_rng(seed)
     feeds = make_feeds(rng, dtype, x_shape, n, bias=bias)
     in_vals = {k: device_tensor(ort_ep, v, dtype) for k, v in feeds.items()}
     y_shape = (x_shape[0], n)
@@ -339,27 +382,257 @@ def test_cuda_graph_replays(ort_ep, dtype, bias):
             poison(y, y_shape, dtype)
         sess.run_with_iobinding(io)
         io.synchronize_outputs()
-        assert_close(to_host(ort_ep, y, dtype), feeds, dtype, f"Dense {dtype} graph run {it}")
+        assert_close(to_host(ort_ep, y, dtype), feeds, dtype, f"Dense {dtype} {activation or ''} graph run {it}",
+                     activation or "none")
 
 
 def test_cuda_graphs_through_ort_model(ort_ep):
     """trt_fastops.runtime.OrtModel: one CUDA graph per input signature; new inputs every run."""
+    graphs_through_ort_model(ort_ep, None, 60)
+
+
+def graphs_through_ort_model(ort_ep, activation, seed):
     from trt_fastops import runtime as R
 
-    rng = np.random.default_rng(60)
+    rng = np.random.default_rng(seed)
     w = cpu.rand(rng, (768, 3072), "float16", 1.0 / np.sqrt(768))
     b = cpu.rand(rng, (3072,), "float16", 0.5)
-    model = dense_model("float16", {"X": ["b", "s", 768]}, {"W": w, "bias": b})
+    model = dense_model("float16", {"X": ["b", "s", 768]}, {"W": w, "bias": b}, activation)
     m = R.OrtModel(model, "cuda:0" if ON_CUDA else "cpu")
     if ON_CUDA:
         assert m.graphs_enabled, f"CUDA graphs fell back: {m.graph_fallback}"
     for i in range(4):
         feeds = {"X": cpu.rand(rng, (2, 32, 768), "float16"), "W": w, "bias": b}
         out = m.run({"X": feeds["X"]})
-        assert_close(np.asarray(out["Y"], np.float64), feeds, "float16", f"OrtModel run {i}")
+        assert_close(np.asarray(out["Y"], np.float64), feeds, "float16", f"OrtModel run {i}", activation or "none")
     if ON_CUDA:
         s = m.stats()
         assert s["cuda_graphs"] is True and (s["graph_misses"], s["graph_hits"]) == (1, 3), s
+
+
+# ---------------------------------------------------------------------------
+# activation "gelu": the sm_90a CUTLASS GEMM (bias + erf GELU in its epilogue) where it applies,
+# else cuBLASLt then the GELU kernel
+
+A16 = 1 << 20  # a stand-in device address, 16-byte aligned: dense_kernel_name reads only alignment
+
+
+def hopper_build():
+    """Compute capability 9.0 (device 0, ORT's) and an sm_90a build: where the CUTLASS path runs."""
+    if not ON_CUDA or _C is None:
+        return False
+    devs = _C.devices()
+    return bool(devs) and devs[0]["capability"] == "9.0" and "90a" in _C.build_info()["cuda_archs"]
+
+
+def expected_gelu_kernel(dtype, m, n, k, bias, aligned=True):
+    """The launcher's rule (dense_launch.cc choose_path / sm90_tile), restated."""
+    if m == 0 or n == 0:
+        return "none"
+    if k == 0:
+        return "fill_k0+gelu" if bias else "fill_k0"
+    if hopper_build() and dtype in ("float16", "bfloat16") and k % 8 == 0 and n % 8 == 0 and aligned:
+        sms = _C.devices()[0]["multiprocessors"]
+        large_tiles = -(-m // 128) * -(-n // 256)
+        tile = "64x128x64" if m <= 512 or large_tiles < sms else "128x256x64"
+        return f"cutlass_sm90_gelu<{dtype},{tile}>"
+    return "cublaslt_bias+gelu" if bias else "cublaslt+gelu"
+
+
+def assert_gelu_kernel(dtype, m, n, k, bias):
+    """What the launcher runs for this problem with aligned buffers (ORT's allocations are)."""
+    if not ON_CUDA:
+        return
+    if _C is None or not hasattr(_C, "dense_kernel_name"):
+        pytest.skip("trt_fastops._C has no dense_kernel_name")
+    got = _C.dense_kernel_name(dtype, A16, A16, A16, m, n, k, bias=A16 if bias else 0, activation="gelu")
+    assert got == expected_gelu_kernel(dtype, m, n, k, bias), (dtype, m, n, k, bias, got)
+
+
+def sample_rows(m):
+    """Rows to compare against float64: all up to 4096; beyond, the first and last 512 (edge
+    tiles) and every 61st (NaN, i.e. unwritten elements, is checked everywhere)."""
+    if m <= 4096:
+        return None
+    return np.unique(np.concatenate([np.arange(512), np.arange(m - 512, m), np.arange(0, m, 61)]))
+
+
+GELU_BERT = [(m, k, n) for m in (128, 4096, 16384) for k, n in ((768, 3072), (3072, 768))]
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("m,k,n", GELU_BERT, ids=[f"m{m}-k{k}-n{n}" for m, k, n in GELU_BERT])
+def test_cuda_gelu_bert_shapes(ort_ep, m, k, n, dtype, bias):
+    """BERT-base's MLP: FFN up (768 -> 3072, where BiasGelu follows) and down (3072 -> 768), from
+    one 128-token sequence to 16384 tokens; W and bias initializers (the rewriter's form). On an
+    H100: the CUTLASS path, small tile for M = 128 and for 4096 x 768 (96 large tiles < 132 SMs)."""
+    if not ON_CUDA and m * k * n > 128 * 768 * 3072:
+        pytest.skip("CPU stand-in: the float64 CPU op is too slow at this size")
+    assert_gelu_kernel(dtype, m, n, k, bias)
+    rng = np.random.default_rng(m + k + n + 7 * (dtype == "bfloat16") + bias)
+    feeds = make_feeds(rng, dtype, (m, k), n, bias=bias)
+    check(ort_ep, dtype, feeds, inits=[s for s in ("W", "bias") if s in feeds], what=f"gelu m={m} k={k} n={n}",
+          activation="gelu", rows=sample_rows(m))
+
+
+GELU_SHAPES = [  # (X shape, N, dtype)
+    ((5, 13), 7, "float16"),          # N and K unaligned: fallback
+    ((64, 768), 7, "bfloat16"),       # N = 7: fallback
+    ((64, 13), 3072, "float16"),      # K = 13: fallback
+    ((9, 16), 7, "float32"),          # float32: fallback, always
+    ((128, 768), 3072, "float32"),
+    ((1, 768), 3072, "float16"),      # M = 1
+    ((4, 32), 1, "float16"),          # N = 1: fallback
+    ((3, 5, 40), 24, "bfloat16"),     # rank 3, tiny aligned: CUTLASS with partial tiles
+    ((200, 768), 3072, "bfloat16"),   # partial M tile (small tile)
+    ((300, 64), 200, "float16"),      # partial N tile, K = one k-block
+    ((256, 72), 512, "float16"),      # K = 72: a partial k-block (TMA fills zeros)
+    ((520, 256), 1024, "bfloat16"),   # M > 512, but few large tiles: small tile
+    ((4100, 768), 3072, "float16"),   # large tile, partial M tile
+]
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("x_shape,n,dtype", GELU_SHAPES,
+                         ids=[f"{'x'.join(map(str, s))}-n{n}-{d}" for s, n, d in GELU_SHAPES])
+def test_cuda_gelu_shapes(ort_ep, x_shape, n, dtype, bias):
+    m, k = int(np.prod(x_shape[:-1])), x_shape[-1]
+    if not ON_CUDA and m * k * n > 128 * 768 * 3072:
+        pytest.skip("CPU stand-in: the float64 CPU op is too slow at this size")
+    assert_gelu_kernel(dtype, m, n, k, bias)
+    rng = np.random.default_rng(sum(x_shape) * 13 + n + 5 * DTYPES.index(dtype) + bias)
+    feeds = make_feeds(rng, dtype, x_shape, n, bias=bias)
+    inits = ("W", "bias") if sum(x_shape) % 2 else ()  # half the cases: the rewriter's initializers
+    check(ort_ep, dtype, feeds, inits=[s for s in inits if s in feeds], what=f"gelu x={x_shape} n={n}",
+          activation="gelu")
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("x_shape,n", [((0, 8), 4), ((3, 8), 0), ((3, 0), 5), ((1000, 0), 6)],
+                         ids=["m0", "n0", "k0", "k0-m1000"])
+def test_cuda_gelu_empty_dims(ort_ep, x_shape, n, dtype, bias):
+    """K = 0: Y = GELU(bias) broadcast (copies, then the GELU kernel), or GELU(0) = 0 (memset)."""
+    m, k = x_shape
+    assert_gelu_kernel(dtype, m, n, k, bias)
+    rng = np.random.default_rng(113 + n + m)
+    check(ort_ep, dtype, make_feeds(rng, dtype, x_shape, n, bias=bias), what=f"gelu x={x_shape} n={n}",
+          activation="gelu")
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_gelu_exact_v(ort_ep, dtype, bias):
+    """The GELU itself, with v exact: X has one non-zero column and W one non-zero row, so
+    v = x_i * w_j + bias_j (multiples of 1/8 in [-8.25, 8.25], exact in every dtype) carries no
+    accumulation or rounding error on either path. Y must then be GELU(v) evaluated in float32 and
+    rounded once: within u|g| + erff's error (2^-21 |v|). The general bound (1.07 x the GEMM's)
+    could not tell the tanh approximation (cuBLASLt's GELU epilogue) from the erf form in 16-bit
+    types; this can: at v = -3 they differ by 10 %. On an H100 float16 / bfloat16 run CUTLASS."""
+    m, k, n = 6, 64, 72
+    assert_gelu_kernel(dtype, m, n, k, bias)
+    x = np.zeros((m, k), np.float32)
+    x[:, 0] = [1.0, 0.5, -0.5, 1.0, -1.0, 0.5]
+    w = np.zeros((k, n), np.float32)
+    w[0] = (np.arange(n) % 65 - 32) / 4.0
+    feeds = {"X": cpu.as_fed(x, dtype), "W": cpu.as_fed(w, dtype)}
+    if bias:
+        feeds["bias"] = cpu.as_fed((np.arange(n) % 5 - 2) / 8.0, dtype)
+    ref, v, _ = references(feeds, "gelu")
+    assert np.array_equal(cpu.as_fed(v, dtype).astype(np.float64), v), "test setup: v must be exact in dtype"
+    sess = session(ort_ep, dense_model(dtype, {k_: list(a.shape) for k_, a in feeds.items()}, activation="gelu"))
+    got = run_bound(ort_ep, sess, feeds, dtype, (m, n))
+    err = np.abs(got - ref)
+    b = UNIT[dtype] * np.abs(ref) + 2.0**-21 * np.abs(v) + SUBNORMAL[dtype] + 1e-30
+    worst = int(np.argmax(err / b))
+    assert (err <= b).all(), (f"gelu {dtype}: v = {v.flat[worst]}: got {got.flat[worst]!r}, "
+                              f"GELU(v) = {ref.flat[worst]!r}, bound {b.flat[worst]:.3g}")
+
+
+def direct_gelu(dtype, feeds, *, misaligned=None, path="auto"):
+    """_C.dense_forward(activation="gelu") on torch buffers, `misaligned` ("x", "w" or "y") moved
+    by one element (2 bytes), under dense_set_gelu_path(path). Y sits between NaN guard elements
+    that must stay NaN (no write outside Y). Returns the kernel name dense_kernel_name gave for the
+    call (asked before the run) after checking Y against the float64 reference."""
+    if not ON_CUDA:
+        pytest.skip("direct launcher calls need CUDA")
+    torch = pytest.importorskip("torch")
+    if _C is None or not hasattr(_C, "dense_set_gelu_path"):
+        pytest.skip("trt_fastops._C has no dense_kernel_name / dense_set_gelu_path")
+    tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[dtype]
+    (m, k), n, guard = feeds["X"].shape, feeds["W"].shape[1], 8
+
+    def place(name, arr):
+        off = 1 if misaligned == name else 0
+        buf = torch.full((arr.size + 2 * guard,), float("nan"), dtype=tdt, device="cuda")
+        view = buf[guard + off:guard + off + arr.size].view(arr.shape)
+        view.copy_(torch.from_numpy(np.ascontiguousarray(arr, np.float32)).to(tdt))  # exact: the values are
+        return buf, view
+
+    (_, x), (_, w) = place("x", feeds["X"]), place("w", feeds["W"])
+    b = place("bias", feeds["bias"])[1] if "bias" in feeds else None
+    y_buf, y = place("y", np.full((m, n), np.nan, np.float32))
+    ws = torch.empty(_C.dense_workspace_bytes(), dtype=torch.uint8, device="cuda")
+    args = (dtype, x.data_ptr(), w.data_ptr(), y.data_ptr(), m, n, k)
+    kw = {"bias": b.data_ptr() if b is not None else 0, "activation": "gelu"}
+    previous = _C.dense_set_gelu_path(path)
+    try:
+        name = _C.dense_kernel_name(*args, **kw)
+        _C.dense_forward(*args, **kw, workspace=ws.data_ptr(), workspace_bytes=ws.numel(),
+                         stream=torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+    finally:
+        _C.dense_set_gelu_path(previous)
+    assert_close(y.float().cpu().numpy().astype(np.float64), feeds, dtype, f"direct {dtype} {name}", "gelu")
+    off = 1 if misaligned == "y" else 0
+    outside = torch.cat([y_buf[:guard + off], y_buf[guard + off + m * n:]])
+    assert torch.isnan(outside).all(), f"{name} wrote outside Y"
+    return name
+
+
+@pytest.mark.parametrize("misaligned", [None, "x", "w", "y"], ids=["aligned", "x+2B", "w+2B", "y+2B"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cuda_gelu_direct_alignment(dtype, misaligned):
+    """A pointer moved by one element (2 bytes): TMA cannot take it, so the launcher falls back."""
+    m, k, n = 96, 256, 512
+    feeds = make_feeds(np.random.default_rng(130 + (dtype == "bfloat16")), dtype, (m, k), n)
+    name = direct_gelu(dtype, feeds, misaligned=misaligned)
+    assert name == expected_gelu_kernel(dtype, m, n, k, True, aligned=misaligned is None), name
+
+
+@pytest.mark.parametrize("path", ["auto", "fallback", "cutlass_small", "cutlass_large"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cuda_gelu_forced_paths(dtype, path):
+    """dense_set_gelu_path: every implementation on one BERT shape (640 tokens, 768 -> 3072; auto
+    takes the small tile there: 60 large tiles < 132 SMs), each checked against float64."""
+    m, k, n = 640, 768, 3072
+    feeds = make_feeds(np.random.default_rng(140 + (dtype == "bfloat16")), dtype, (m, k), n)
+    name = direct_gelu(dtype, feeds, path=path)
+    if not hopper_build() or path == "fallback":
+        assert name == "cublaslt_bias+gelu", name
+    elif path == "auto":
+        assert name == expected_gelu_kernel(dtype, m, n, k, True), name
+    else:
+        assert name == f"cutlass_sm90_gelu<{dtype},{'64x128x64' if path == 'cutlass_small' else '128x256x64'}>", name
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("x_shape", [(64, 768), (2048, 768)], ids=["m64", "m2048"])
+def test_cuda_gelu_graph_replays(ort_ep, x_shape, dtype, bias):
+    """test_cuda_graph_replays with activation "gelu" and N = 3072 (BERT's FFN up): on an H100 the
+    CUTLASS kernels (small tile at M = 64, large at M = 2048: 192 tiles) captured and replayed with
+    new inputs each run."""
+    if not ON_CUDA and x_shape[0] > 64:
+        pytest.skip("CPU stand-in: the float64 CPU op is too slow at this size")
+    assert_gelu_kernel(dtype, x_shape[0], 3072, x_shape[1], bias)
+    graph_replays(ort_ep, dtype, bias, x_shape, 3072, "gelu", 150 + DTYPES.index(dtype) + 3 * bias + x_shape[0])
+
+
+def test_cuda_gelu_graphs_through_ort_model(ort_ep):
+    """test_cuda_graphs_through_ort_model with activation "gelu"."""
+    graphs_through_ort_model(ort_ep, "gelu", 160)
 
 
 # ---------------------------------------------------------------------------
