@@ -309,19 +309,26 @@ class Attention(OpRun):
 OPS = OPS + (Attention,)
 
 
-def dense_reference(x, w, bias=None) -> np.ndarray:
-    """trt_fastops.Dense: MatMul(X, W) + bias in float64, rounded once to X's dtype."""
+def dense_reference(x, w, bias=None, activation: str = "none") -> np.ndarray:
+    """trt_fastops.Dense: MatMul(X, W) + bias, then the activation ("gelu": the exact erf GELU), in
+    float64, rounded once to X's dtype."""
+    import math
+
     y = np.asarray(x, np.float64) @ np.asarray(w, np.float64)
     if bias is not None:
         y = y + np.asarray(bias, np.float64)
+    if activation == "gelu":
+        y = 0.5 * y * (1.0 + np.vectorize(math.erf, otypes=[np.float64])(y / math.sqrt(2.0)))
+    elif activation != "none":
+        raise ValueError(f"Dense: unknown activation {activation!r}")
     return y.astype(np.asarray(x).dtype)
 
 
 class Dense(OpRun):
     op_domain = DOMAIN
 
-    def _run(self, X, W, bias=None):
-        return (dense_reference(X, W, bias),)
+    def _run(self, X, W, bias=None, activation="none"):
+        return (dense_reference(X, W, bias, activation),)
 
 
 OPS = OPS + (Dense,)

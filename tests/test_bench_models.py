@@ -95,11 +95,12 @@ def test_models_at_bench_size_build_and_rewrite(bench):
     else:
         layers = T.CONFIGS[bm._merged_kwargs(bench)["config"]].layers
         norm = "RMSNorm" if bench.key == "llama_gqa" else "SkipLayerNorm"
-        # target "ort": the MLP's bias + GELU -> com.microsoft BiasGelu (erf) / FastGelu (GPT-2's tanh)
-        gelu = {"llama_gqa": {}, "gpt2": {"FastGelu": layers}}.get(bench.key, {"BiasGelu": layers})
-        # and the Q/K/V projection's MatMul + bias -> Dense (packed into one for BERT, where it
-        # was three; GPT-2 and ViT project once already); Llama's projections have no bias
-        dense = {} if bench.key == "llama_gqa" else {"Dense": layers}
+        # target "ort": the Q/K/V projection's MatMul + bias -> Dense (packed into one for BERT,
+        # where it was three; GPT-2 and ViT project once already); the MLP's MatMul + bias + erf
+        # GELU -> Dense(activation="gelu"), GPT-2's tanh GELU -> com.microsoft.FastGelu; Llama's
+        # projections have no bias
+        gelu = {"gpt2": {"FastGelu": layers}}.get(bench.key, {})
+        dense = {"llama_gqa": {}, "gpt2": {"Dense": layers}}.get(bench.key, {"Dense": 2 * layers})
         assert counts == {"Attention": layers, norm: 2 * layers + 1, **gelu, **dense}
         portable = trt_fastops.rewrite(model, conv=bench.conv).report.counts()
         assert portable == {"Attention": layers, norm: 2 * layers + 1}
@@ -181,7 +182,7 @@ def test_cpu_smoke_run_writes_results(tmp_path, capsys):
             assert r["ortopt_ms"] is None and "CNN" in r["ortopt_note"]
     assert doc["models"]["bert_base"]["ortopt"]["fused_ops"]["Attention"] == 2
     assert doc["models"]["resnet50"]["rewrite"]["counts"] == {"Conv": 17}
-    assert doc["target"] == "ort" and doc["models"]["bert_base"]["rewrite"]["counts"]["BiasGelu"] == 2
+    assert doc["target"] == "ort" and doc["models"]["bert_base"]["rewrite"]["counts"]["Dense"] == 4
     assert doc["models"]["gpt2"]["rewrite"]["counts"]["FastGelu"] == 2
     assert "bert_base b2 s8" in text.split("median ms per run")[1]
 
@@ -274,7 +275,7 @@ def test_profile_case_pipeline_on_cpu(monkeypatch, capsys):
     res = pm.profile_case(pm.Case("bert_base", 2, 8), args, pm.BM.Env(-1))
     out = capsys.readouterr().out
     assert res["case"] == "bert_base b2 s8" and res["inputs"]["input_ids"] == [2, 8]
-    assert res["rewrite"]["target"] == "ort" and res["rewrite"]["counts"]["BiasGelu"] == 2
+    assert res["rewrite"]["target"] == "ort" and res["rewrite"]["counts"]["Dense"] == 4
     assert res["ortopt"]["fused_ops"]["BiasGelu"] == 2
     for v in ("ort", "ortopt", "ours"):
         s = res["variants"][v]

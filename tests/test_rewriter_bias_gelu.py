@@ -96,7 +96,7 @@ VARIANTS = {
 @pytest.mark.parametrize("kw", VARIANTS.values(), ids=VARIANTS.keys())
 def test_bias_gelu_forms(kw):
     m = gelu_graph(**kw)
-    result = rewrite(m, target="ort")
+    result = rewrite(m, ops=["BiasGelu"], target="ort")  # (with Dense: Dense(activation="gelu"), below)
     nodes = [n for n in result.model.graph.node if n.op_type != "Constant"]
     assert [(n.op_type, n.domain) for n in nodes] == [("MatMul", ""), ("BiasGelu", "com.microsoft")]
     assert list(nodes[1].input) == ["m", "bias"] and nodes[1].name.endswith("BiasGelu")
@@ -104,7 +104,25 @@ def test_bias_gelu_forms(kw):
     assert result.report.rewrites[0].rules == ["bias_gelu"]
     assert result.report.opset_imports["com.microsoft"] == 1 and result.report.target == "ort"
     check_against_ort(m, result.model, 2e-2 if kw.get("dtype") == np.float16 else 1e-5)
-    again = rewrite(result.model, target="ort")  # idempotent
+    again = rewrite(result.model, ops=["BiasGelu"], target="ort")  # idempotent
+    assert again.report.rewrites == [] and again.report.refusals == []
+
+
+@pytest.mark.parametrize("kw", VARIANTS.values(), ids=VARIANTS.keys())
+def test_dense_gelu_takes_the_erf_forms_first(kw):
+    # every op of target ort: MatMul + bias + exact GELU -> one Dense(activation="gelu")
+    m = gelu_graph(**kw)
+    result = rewrite(m, target="ort")
+    nodes = [n for n in result.model.graph.node if n.op_type != "Constant"]
+    assert [(n.op_type, n.domain) for n in nodes] == [("Dense", "trt_fastops")]
+    assert [(a.name, a.s) for a in nodes[0].attribute] == [("activation", b"gelu")]
+    assert list(nodes[0].input) == ["a", "w", "bias"]
+    assert result.report.counts() == {"Dense": 1} and result.report.rewrites[0].rules == ["dense_gelu"]
+    tol = 2e-2 if kw.get("dtype") == np.float16 else 1e-5
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds(m))
+    got = run_reference(result.model, feeds(m))
+    np.testing.assert_allclose(got[0].astype(np.float64), ref[0].astype(np.float64), atol=tol, rtol=tol)
+    again = rewrite(result.model, target="ort")
     assert again.report.rewrites == [] and again.report.refusals == []
 
 

@@ -15,7 +15,8 @@ attention_decomposed (MatMul / scale / mask / Softmax / MatMul as exporters writ
 attention_mha (com.microsoft MultiHeadAttention) -> Attention; conv -> Conv, conv_transpose ->
 ConvTranspose (each with a folded activation when one follows); bias_gelu -> ONNX Runtime's
 com.microsoft BiasGelu / FastGelu, packed_qkv -> one Q/K/V MatMul feeding Attention(packed_qkv=1),
-dense -> Dense (MatMul + bias in one cuBLASLt GEMM) (these three for target "ort" only). The
+dense -> Dense (MatMul + bias in one cuBLASLt GEMM), dense_gelu -> Dense(activation="gelu") for
+MatMul + bias + exact GELU (before bias_gelu) (these four for target "ort" only). The
 norm and conv rules run first (largest patterns first), then the skip fusions, then bias_gelu,
 packed_qkv and dense, with dead-code removal after each pass.
 
@@ -48,8 +49,8 @@ from onnxscript.rewriter import pattern as orp
 
 from . import attention, attention_decomposed, attention_mha, bias_gelu
 from . import conv as conv_rules
-from . import (conv_transpose, dense, layer_norm, layer_norm_decomposed, packed_qkv, rms_norm, rms_norm_decomposed,
-               skip_layer_norm, skip_rms_norm)
+from . import (conv_transpose, dense, dense_gelu, layer_norm, layer_norm_decomposed, packed_qkv, rms_norm,
+               rms_norm_decomposed, skip_layer_norm, skip_rms_norm)
 from ._common import DOMAIN, ORT_DOMAIN, Recorder, recording
 from ._report import RefusalRecord, RewriteRecord, RewriteReport
 
@@ -79,7 +80,7 @@ _MODULES = {
     "Conv": (conv_rules,),
     "ConvTranspose": (conv_transpose,),
     "BiasGelu": (bias_gelu,),
-    "Dense": (dense,),
+    "Dense": (dense_gelu, dense),
 }
 
 
