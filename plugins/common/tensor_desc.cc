@@ -63,4 +63,18 @@ Status attr_kind_error(const char* op_name, const std::string& name, const char*
   return Status::errorf(op_name, ": attribute '", name, "' is ", found_kind, ", expected ", expected_kind);
 }
 
+int64_t dims_product(const std::vector<int64_t>& dims, size_t begin, size_t end, bool* overflow) {
+  bool unknown = false;
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i) {
+    if (dims[i] == 0) return 0;
+    if (dims[i] < 0) {
+      unknown = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(n, dims[i], &n)) *overflow = true;
+  }
+  return unknown ? -1 : n;
+}
+
 }  // namespace trt_fastops

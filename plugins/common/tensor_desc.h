@@ -93,4 +93,8 @@ bool op_from_name(const Signature (&table)[N], const std::string& name, Op* op) 
   return false;
 }
 
+// Product of dims[begin, end): 0 if any known dim is 0, -1 if otherwise any is
+// unknown (graph time). Sets *overflow when the product does not fit int64.
+int64_t dims_product(const std::vector<int64_t>& dims, size_t begin, size_t end, bool* overflow);
+
 }  // namespace trt_fastops

@@ -34,22 +34,6 @@ bool all_known(const std::vector<int64_t>& dims) {
   return true;
 }
 
-// Product of dims[begin, end): 0 if any known dim is 0, -1 if otherwise any is
-// unknown. Sets *overflow when the product does not fit int64.
-int64_t dims_product(const std::vector<int64_t>& dims, size_t begin, size_t end, bool* overflow) {
-  bool unknown = false;
-  int64_t n = 1;
-  for (size_t i = begin; i < end; ++i) {
-    if (dims[i] == 0) return 0;
-    if (dims[i] < 0) {
-      unknown = true;
-      continue;
-    }
-    if (__builtin_mul_overflow(n, dims[i], &n)) *overflow = true;
-  }
-  return unknown ? -1 : n;
-}
-
 std::vector<int64_t> strip_leading_ones(const std::vector<int64_t>& dims, size_t begin = 0) {
   size_t i = begin;
   while (i < dims.size() && dims[i] == 1) ++i;
