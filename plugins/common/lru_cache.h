@@ -1,6 +1,6 @@
 // Bounded, thread-safe least-recently-used map. Framework-free, host only.
 //
-//   LruCache<ConvKey, std::shared_ptr<const ConvPlan>, ConvKeyHash> cache(256);
+//   LruCache<ConvKey, std::shared_ptr<const ConvPlan>, PodKeyHash<ConvKey>> cache(256);
 //   if (auto hit = cache.get(key)) use(*hit); else cache.put(key, build(key));
 //
 // Values are copied out under the lock, so Value should be cheap to copy (a
@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -19,6 +20,25 @@
 #include <utility>
 
 namespace trt_fastops {
+
+// Hash of a plain key struct made of int64 words and no padding (the plan keys
+// static_assert their size): a splitmix64 finaliser of each word, folded in.
+template <typename Key>
+struct PodKeyHash {
+  static_assert(sizeof(Key) % sizeof(int64_t) == 0, "PodKeyHash: a key of whole int64 words");
+  size_t operator()(const Key& k) const {
+    int64_t words[sizeof(Key) / sizeof(int64_t)];
+    std::memcpy(words, &k, sizeof(Key));
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int64_t w : words) {
+      uint64_t z = static_cast<uint64_t>(w) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      h ^= z ^ (z >> 31);
+    }
+    return static_cast<size_t>(h);
+  }
+};
 
 struct LruCacheStats {
   uint64_t hits = 0;

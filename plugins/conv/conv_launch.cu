@@ -41,7 +41,7 @@ struct ConvPlan {
 
 namespace {
 
-using PlanCache = LruCache<ConvKey, ConvPlanHandle, ConvKeyHash>;
+using PlanCache = LruCache<ConvKey, ConvPlanHandle, PodKeyHash<ConvKey>>;
 
 // Never destroyed: plans hold cuDNN graphs whose teardown at exit could run
 // after libcudnn / the CUDA context are gone.

@@ -32,20 +32,6 @@ struct ConvKey {
 };
 static_assert(sizeof(ConvKey) == (15 + 8 * CONV_MAX_SPATIAL) * sizeof(int64_t), "ConvKey must have no padding");
 
-struct ConvKeyHash {
-  size_t operator()(const ConvKey& k) const {
-    int64_t words[sizeof(ConvKey) / sizeof(int64_t)];
-    std::memcpy(words, &k, sizeof(ConvKey));
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (int64_t w : words) {  // splitmix64 finaliser of each word, folded in
-      uint64_t z = static_cast<uint64_t>(w) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      h ^= z ^ (z >> 31);
-    }
-    return static_cast<size_t>(h);
-  }
-};
 
 inline int64_t pointer_alignment(const void* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);

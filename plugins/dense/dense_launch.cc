@@ -32,6 +32,7 @@
 #include <cublasLt.h>
 
 #include "plugins/common/cuda_status.h"
+#include "plugins/common/lru_cache.h"
 #include "plugins/dense/dense_gelu.h"
 #include "plugins/dense/dense_gelu_sm90.h"
 
@@ -205,20 +206,6 @@ struct DenseKey {
 };
 static_assert(sizeof(DenseKey) == 11 * sizeof(int64_t), "DenseKey must have no padding");
 
-struct DenseKeyHash {
-  size_t operator()(const DenseKey& k) const {
-    int64_t words[sizeof(DenseKey) / sizeof(int64_t)];
-    std::memcpy(words, &k, sizeof(DenseKey));
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (int64_t w : words) {  // splitmix64 finaliser of each word, folded in
-      uint64_t z = static_cast<uint64_t>(w) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      h ^= z ^ (z >> 31);
-    }
-    return static_cast<size_t>(h);
-  }
-};
 
 // Immutable once built; the layouts are destroyed with the last reference
 // (eviction while a caller still runs it waits for that caller).
@@ -237,7 +224,7 @@ struct DensePlan {
   }
 };
 using PlanHandle = std::shared_ptr<const DensePlan>;
-using PlanCache = LruCache<DenseKey, PlanHandle, DenseKeyHash>;
+using PlanCache = LruCache<DenseKey, PlanHandle, PodKeyHash<DenseKey>>;
 
 size_t plan_cache_capacity() {
   const char* v = std::getenv("TRT_FASTOPS_DENSE_PLAN_CACHE");

@@ -132,9 +132,8 @@ void test_fastdiv() {
 // ResNet-50-sized set of signatures.
 void bench_hit_path() {
   using trt_fastops::conv::ConvKey;
-  using trt_fastops::conv::ConvKeyHash;
   using trt_fastops::conv::ConvParams;
-  LruCache<ConvKey, std::shared_ptr<const int>, ConvKeyHash> cache(256);
+  LruCache<ConvKey, std::shared_ptr<const int>, trt_fastops::PodKeyHash<ConvKey>> cache(256);
   ConvParams p;
   p.dtype = trt_fastops::DType::f16;
   p.n = 32, p.c_in = 64, p.c_out = 64;
