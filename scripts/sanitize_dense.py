@@ -5,8 +5,8 @@
     compute-sanitizer --tool racecheck python3 scripts/sanitize_dense.py
 
 Each case: Y poisoned (NaN), Dense(activation="gelu") through _C.dense_forward with the path
-forced (_C.dense_set_gelu_path: cutlass_small, cutlass_large where the build and GPU have them,
-and fallback = cuBLASLt + our GELU kernel), then Y compared with torch's float32
+forced (_C.dense_set_gelu_path: each sm_90a tile the build has, _C.dense_sm90_tiles(), where the
+GPU runs them, and fallback = cuBLASLt + our GELU kernel), then Y compared with torch's float32
 GELU(X @ W + b). Partial tiles in M, N and K; one case per dtype without bias. Exit status 1 on
 any mismatch or error.
 """
@@ -23,6 +23,7 @@ CASES = [  # (name, m, k, n, dtype, bias)
     ("partial-k", 70, 72, 136, "bfloat16", True),
     ("no-bias", 33, 64, 256, "float16", False),
     ("unaligned-n", 17, 64, 7, "float16", True),
+    ("few-tiles-long-k", 40, 1024, 128, "float16", True),  # stream-K splits K here
 ]
 
 
@@ -33,6 +34,7 @@ def main() -> int:
 
     dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16}
     ws = torch.empty(_C.dense_workspace_bytes(), dtype=torch.uint8, device="cuda")
+    paths = list(_C.dense_sm90_tiles()) + ["fallback"]
     failed = 0
     for name, m, k, n, dtype, with_bias in CASES:
         g = torch.Generator(device="cuda").manual_seed(m * 31 + n)
@@ -42,7 +44,7 @@ def main() -> int:
         b = torch.randn(n, generator=g, device="cuda").to(dt) if with_bias else None
         ref = x.float() @ w.float() + (b.float() if with_bias else 0)
         ref = torch.nn.functional.gelu(ref)
-        for path in ("cutlass_small", "cutlass_large", "fallback"):
+        for path in paths:
             previous = _C.dense_set_gelu_path(path)
             try:
                 y = torch.full((m, n), float("nan"), dtype=dt, device="cuda")
@@ -61,7 +63,7 @@ def main() -> int:
                 failed += 1
             finally:
                 _C.dense_set_gelu_path(previous)
-    print(f"sanitize_dense: {len(CASES) * 3 - failed} passed, {failed} failed")
+    print(f"sanitize_dense: {len(CASES) * len(paths) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 

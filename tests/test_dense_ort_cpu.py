@@ -425,3 +425,20 @@ def test_errors_at_run_time_with_dynamic_shapes():
     feeds = make_feeds(rng, "float32", (3, 16), 8)
     np.testing.assert_allclose(sess.run(None, feeds)[0], reference(feeds), rtol=4e-7, atol=1e-9)
     assert_survives()
+
+
+def test_gelu_path_names():
+    """dense_set_gelu_path refuses an unknown name, naming what the build has, and keeps its setting."""
+    _C = pytest.importorskip("trt_fastops._C")
+    tiles = list(_C.dense_sm90_tiles())
+    with pytest.raises(ValueError, match=r"unknown GELU path 'cutlass_huge' \(this build has 'auto', 'fallback'"):
+        _C.dense_set_gelu_path("cutlass_huge")
+    previous = _C.dense_set_gelu_path("fallback")
+    try:
+        last = "fallback"
+        for tile in tiles:
+            assert _C.dense_set_gelu_path(tile) == last
+            last = tile
+        assert _C.dense_set_gelu_path("auto") == last
+    finally:
+        _C.dense_set_gelu_path(previous)

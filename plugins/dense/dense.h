@@ -29,6 +29,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -88,7 +90,7 @@ Status launch_dense(const DenseParams& p, cudaStream_t stream);
 
 // Which implementation launch_dense runs for p on the current device (the
 // same decision, the pointers' alignment included; only their values are
-// read): "cutlass_sm90_gelu<float16,128x256x64>" (CUTLASS, bias + GELU in
+// read): "cutlass_sm90_gelu<float16,coop_128x256>" (CUTLASS, bias + GELU in
 // its epilogue), "cublaslt" / "cublaslt_bias" (activation none),
 // "cublaslt+gelu" / "cublaslt_bias+gelu" (the fallback: cuBLASLt, then our GELU
 // kernel), "fill_k0" / "fill_k0+gelu" (K == 0), "none" (M or N == 0),
@@ -96,12 +98,17 @@ Status launch_dense(const DenseParams& p, cudaStream_t stream);
 const char* dense_kernel_name(const DenseParams& p);
 
 // Benchmark / test hook, process-wide from now on: how activation "gelu" runs
-// where the sm_90a GEMM applies. automatic: its tile by M and the grid
-// (dense_gelu_sm90.h); fallback: cuBLASLt + the GELU kernel anyway;
-// cutlass_small / cutlass_large: that tile. Where the GEMM does not apply the
-// fallback runs whatever the setting. Returns the previous setting.
-enum class DenseGeluPath : int32_t { automatic = 0, fallback = 1, cutlass_small = 2, cutlass_large = 3 };
-DenseGeluPath dense_set_gelu_path(DenseGeluPath path);
+// where the sm_90a GEMM applies. "auto": the tile by M and the grid
+// (dense_launch.cc sm90_tile); "fallback": cuBLASLt + the GELU kernel anyway;
+// a tile name from dense_sm90_tiles(): that tile. Where the GEMM does not apply
+// the fallback runs whatever the setting. *previous (may be null) gets the
+// setting it replaces; an unknown name is refused ("Dense: unknown GELU path
+// 'x' (this build has 'auto', 'fallback', 'coop_128x256', ...)"), the setting
+// unchanged.
+Status dense_set_gelu_path(const std::string& path, std::string* previous);
+// The sm_90a GEMM tiles this build carries ("coop_128x256", "pp_64x128", ...;
+// empty without an sm_90a build).
+std::vector<std::string> dense_sm90_tiles();
 
 // Whether cuBLASLt can be loaded (loads it on first call); *version (may be
 // null) gets cublasLtGetVersion(), 0 when not loaded.

@@ -19,16 +19,24 @@
 //       warpspecialized.hpp); a null pointer reads as zeros (no bias). It is
 //       read element by element, so it needs no more than element alignment.
 //
-// Clusters: 1x1x1 only, static. Our CUDA-graph cache (plugins/common/
-// graph_cache.h) updates a re-captured graph in place only when no kernel node
-// has a cluster dimension; with a static 1x1x1 cluster GemmUniversalAdapter
-// launches with plain <<<>>> (no cluster attribute), so Dense stays updatable.
+// Tiles (dense_gelu_sm90.h DENSE_SM90_TILES): this file is compiled once per
+// tile, TRT_FASTOPS_DENSE_SM90_TILE naming the DenseSm90Tile enumerator, and
+// defines launch_dense_gelu_sm90<that tile> for float16 and bfloat16. Tile
+// shape, schedule (cooperative / ping-pong), scheduler (persistent / stream-K)
+// and cluster come from the table, so the kernels cannot drift from the
+// launcher's idea of them.
 //
-// Persistent tile scheduler (the default for these schedules): the grid is at
-// most one CTA per SM (hw_info.sm_count), walking the tiles; it needs no
-// workspace. Host cost per call: can_implement and three TMA descriptors
-// (cuTensorMapEncodeTiled, looked up through cudaGetDriverEntryPointByVersion
-// each time); the shared-memory opt-in happens once per kernel and device.
+// Clusters: the _c2 tiles launch with a static 2x1x1 cluster (cudaLaunchKernelEx
+// with a cluster dimension); our CUDA-graph cache (plugins/common/graph_cache.h)
+// then re-instantiates instead of updating in place. The others launch with
+// plain <<<>>> and stay updatable.
+//
+// Schedulers: persistent (the default; grid at most one CTA per SM walking
+// the tiles, no workspace) or stream-K (sk_ tiles: K split across CTAs when
+// tiles are few; partial sums and flags in the caller's workspace, whose flags
+// initialize_workspace zeroes on the stream before the GEMM). Host cost per
+// call: can_implement and three TMA descriptors (cuTensorMapEncodeTiled); the
+// shared-memory opt-in happens once per kernel and device.
 //
 // This file is compiled for sm_90a only (CMake: object library
 // trt_fastops_dense_sm90); the #error keeps other device passes out, since
@@ -36,11 +44,15 @@
 #include "plugins/dense/dense_gelu_sm90.h"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "dense_gelu_sm90.cu must be compiled for sm_90a only (CMake target trt_fastops_dense_sm90)"
+#error "dense_gelu_sm90.cu must be compiled for sm_90a only (CMake targets trt_fastops_dense_sm90_<tile>)"
+#endif
+#ifndef TRT_FASTOPS_DENSE_SM90_TILE
+#error "compile dense_gelu_sm90.cu with -DTRT_FASTOPS_DENSE_SM90_TILE=<DenseSm90Tile enumerator>"
 #endif
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
@@ -53,6 +65,7 @@
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
 #include <cutlass/gemm/dispatch_policy.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/gemm/kernel/tile_scheduler.hpp>
 #include <cutlass/kernel_hardware_info.h>
 
 #include "plugins/common/cuda_status.h"
@@ -61,16 +74,26 @@
 namespace trt_fastops::dense {
 namespace {
 
-// One GEMM + bias + GELU kernel. ELEMENT: cutlass::half_t / bfloat16_t (X, W,
-// bias and Y); TILE: (M, N, K) per CTA.
-template <class ELEMENT, class TILE, class KERNEL_SCHEDULE, class EPILOGUE_SCHEDULE>
+constexpr DenseSm90Tile TILE = DenseSm90Tile::TRT_FASTOPS_DENSE_SM90_TILE;
+constexpr DenseSm90TileInfo INFO = dense_sm90_tile_info(TILE);
+static_assert(!(INFO.pingpong && INFO.stream_k), "CUTLASS has no ping-pong stream-K kernel");
+
+// One GEMM + bias + GELU kernel for this file's tile. ELEMENT:
+// cutlass::half_t / bfloat16_t (X, W, bias and Y).
+template <class ELEMENT>
 struct GeluGemm {
   using Element = ELEMENT;
   using ElementAccumulator = float;
   using ElementCompute = float;  // bias add and GELU in float32
   static constexpr int ALIGN = 128 / cutlass::sizeof_bits<Element>::value;  // 8 elements: 16-byte TMA rows
   static_assert(ALIGN == DENSE_SM90_ALIGN_ELEMS, "dense_gelu_sm90.h's alignment rule must match the kernels'");
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;  // no clusters: see the top of the file
+  using TileShape = cute::Shape<cute::Int<INFO.tile_m>, cute::Int<INFO.tile_n>, cute::_64>;
+  using ClusterShape = cute::Shape<cute::Int<INFO.cluster_m>, cute::_1, cute::_1>;
+  using KernelSchedule = std::conditional_t<INFO.pingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                            cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using EpilogueSchedule = std::conditional_t<INFO.pingpong, cutlass::epilogue::TmaWarpSpecialized,
+                                              cutlass::epilogue::TmaWarpSpecializedCooperative>;
+  using TileScheduler = std::conditional_t<INFO.stream_k, cutlass::gemm::StreamKScheduler, void>;
   using Layout = cutlass::layout::RowMajor;
 
   using FusionOp = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<
@@ -78,37 +101,30 @@ struct GeluGemm {
       ElementCompute /*alpha, beta*/>;
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TILE, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAccumulator, ElementCompute,
       void, Layout, ALIGN,     // C: none
       Element, Layout, ALIGN,  // D = Y [M, N] row-major
-      EPILOGUE_SCHEDULE, FusionOp>::CollectiveOp;
+      EpilogueSchedule, FusionOp>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       Element, Layout, ALIGN,  // A = X [M, K]: K-major
       Element, Layout, ALIGN,  // B = W [K, N]: N-major
-      ElementAccumulator, TILE, ClusterShape,
+      ElementAccumulator, TileShape, ClusterShape,
       // Pipeline stages: whatever shared memory the epilogue leaves.
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      KERNEL_SCHEDULE>::CollectiveOp;
+      KernelSchedule>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
-                                                      CollectiveEpilogue>;
+                                                      CollectiveEpilogue, TileScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
-template <class ELEMENT>
-using LargeGemm = GeluGemm<ELEMENT, cute::Shape<cute::_128, cute::_256, cute::_64>,
-                           cutlass::gemm::KernelTmaWarpSpecializedCooperative,
-                           cutlass::epilogue::TmaWarpSpecializedCooperative>;
-template <class ELEMENT>
-using SmallGemm = GeluGemm<ELEMENT, cute::Shape<cute::_64, cute::_128, cute::_64>,
-                           cutlass::gemm::KernelTmaWarpSpecializedPingpong, cutlass::epilogue::TmaWarpSpecialized>;
-
 template <class G>
-Status run_gemm(const DenseParams& p, const char* config, int device, int sm_count, cudaStream_t stream) {
+Status run_gemm(const DenseParams& p, int device, int sm_count, cudaStream_t stream) {
+  const char* config = INFO.name;
   using Gemm = typename G::Gemm;
   using Element = typename G::Element;
   using Kernel = typename G::Kernel;
@@ -146,9 +162,10 @@ Status run_gemm(const DenseParams& p, const char* config, int device, int sm_cou
   }
   // GemmUniversalAdapter::initialize, less its cudaFuncSetAttribute on every
   // call (the shared-memory opt-in is per kernel and device: once, through
-  // allow_dynamic_smem). Host only: the workspace hook (nothing to do for
-  // these kernels), the params with their TMA descriptors; nothing enqueued or
-  // allocated, so CUDA-graph capture is fine.
+  // allow_dynamic_smem): the workspace hook (stream-K: cudaMemsetAsync of its
+  // flags on `stream`; nothing for the others), the params with their TMA
+  // descriptors. Nothing allocated or synchronised, so CUDA-graph capture is
+  // fine.
   void* ws = workspace > 0 ? p.workspace : nullptr;
   s = Kernel::initialize_workspace(args, ws, stream);
   if (s != cutlass::Status::kSuccess) return fail("initialize", s);
@@ -165,19 +182,13 @@ Status run_gemm(const DenseParams& p, const char* config, int device, int sm_cou
   return Status::ok();
 }
 
-template <class ELEMENT>
-Status run_tile(const DenseParams& p, DenseSm90Tile tile, int device, int sm_count, cudaStream_t stream) {
-  if (tile == DenseSm90Tile::small) return run_gemm<SmallGemm<ELEMENT>>(p, "64x128x64", device, sm_count, stream);
-  return run_gemm<LargeGemm<ELEMENT>>(p, "128x256x64", device, sm_count, stream);
-}
-
 }  // namespace
 
-Status launch_dense_gelu_sm90(const DenseParams& p, DenseSm90Tile tile, int device, int sm_count,
-                              cudaStream_t stream) {
+template <>
+Status launch_dense_gelu_sm90<TILE>(const DenseParams& p, int device, int sm_count, cudaStream_t stream) {
   switch (p.dtype) {
-    case DType::f16: return run_tile<cutlass::half_t>(p, tile, device, sm_count, stream);
-    case DType::bf16: return run_tile<cutlass::bfloat16_t>(p, tile, device, sm_count, stream);
+    case DType::f16: return run_gemm<GeluGemm<cutlass::half_t>>(p, device, sm_count, stream);
+    case DType::bf16: return run_gemm<GeluGemm<cutlass::bfloat16_t>>(p, device, sm_count, stream);
     default: break;
   }
   return Status::errorf("Dense: internal error: the sm_90a GEMM takes float16 or bfloat16, got ",

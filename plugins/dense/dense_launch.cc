@@ -21,6 +21,7 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -28,6 +29,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <cublasLt.h>
 
@@ -45,14 +48,32 @@ constexpr int64_t MAX_ALIGN = 256;                     // cuBLASLt's default ali
 constexpr size_t DEFAULT_PLAN_CACHE = 64;
 constexpr int MAX_DEVICES = 64;
 
-// Whether this library carries the sm_90a GEMM (CMake defines
-// TRT_FASTOPS_DENSE_SM90 where TRT_FASTOPS_CUDA_ARCHS has 90a and compiles
-// dense_gelu_sm90.cu for sm_90a).
-#if defined(TRT_FASTOPS_DENSE_SM90)
-constexpr bool HAVE_SM90_GEMM = true;
+// The sm_90a GEMM tiles this library carries (CMake defines
+// TRT_FASTOPS_DENSE_SM90_BUILT where TRT_FASTOPS_CUDA_ARCHS has 90a: the
+// DenseSm90Tile enumerators of TRT_FASTOPS_DENSE_SM90_TILES, each compiled from
+// dense_gelu_sm90.cu into its own object).
+#if defined(TRT_FASTOPS_DENSE_SM90_BUILT)
+constexpr std::array SM90_BUILT{TRT_FASTOPS_DENSE_SM90_BUILT};
 #else
-constexpr bool HAVE_SM90_GEMM = false;
+constexpr std::array<DenseSm90Tile, 0> SM90_BUILT{};
 #endif
+constexpr bool HAVE_SM90_GEMM = !SM90_BUILT.empty();
+
+constexpr bool sm90_built(DenseSm90Tile tile) {
+  for (DenseSm90Tile t : SM90_BUILT)
+    if (t == tile) return true;
+  return false;
+}
+
+// Runs launch_dense_gelu_sm90<tile> for the built tile equal to `tile`.
+template <size_t... I>
+Status launch_sm90_tile(DenseSm90Tile tile, const DenseParams& p, int device, int sms, cudaStream_t stream,
+                        std::index_sequence<I...>) {
+  Status s = Status::errorf("Dense: internal error: the sm_90a tile ", dense_sm90_tile_info(tile).name,
+                            " is not in this build");
+  ((tile == SM90_BUILT[I] && (s = launch_dense_gelu_sm90<SM90_BUILT[I]>(p, device, sms, stream), true)) || ...);
+  return s;
+}
 
 // ---------------------------------------------------------------------------
 // Library loading (once per process; never unloaded: plans and handles live
@@ -354,7 +375,7 @@ enum class Path { nothing, fill, cublaslt, cutlass_sm90 };
 
 struct Choice {
   Path path = Path::nothing;
-  DenseSm90Tile tile = DenseSm90Tile::large;  // cutlass_sm90 only
+  DenseSm90Tile tile = DenseSm90Tile::coop_128x256;  // cutlass_sm90 only
 };
 
 bool aligned_to(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
@@ -369,15 +390,27 @@ bool sm90_gemm_fits(const DenseParams& p, const DenseDevice& dev) {
          aligned_to(p.y, DENSE_SM90_ALIGN_BYTES) && aligned_to(p.bias, size_t(dtype_size(p.dtype)));
 }
 
-// The large tile unless M is small or its grid would leave SMs idle.
-DenseSm90Tile sm90_tile(const DenseParams& p, const DenseDevice& dev) {
-  if (p.m <= DENSE_SM90_SMALL_M) return DenseSm90Tile::small;
-  const int64_t tiles = ((p.m + DENSE_SM90_LARGE_TILE_M - 1) / DENSE_SM90_LARGE_TILE_M) *
-                        ((p.n + DENSE_SM90_LARGE_TILE_N - 1) / DENSE_SM90_LARGE_TILE_N);
-  return tiles < dev.sms ? DenseSm90Tile::small : DenseSm90Tile::large;
+// Tiles along M times tiles along N.
+int64_t tile_count(const DenseParams& p, DenseSm90Tile tile) {
+  const DenseSm90TileInfo& t = dense_sm90_tile_info(tile);
+  return ((p.m + t.tile_m - 1) / t.tile_m) * ((p.n + t.tile_n - 1) / t.tile_n);
 }
 
-std::atomic<int> g_gelu_path{int(DenseGeluPath::automatic)};  // dense_set_gelu_path
+// M at or below this runs the small tile (so does a large-tile grid with fewer
+// tiles than SMs).
+constexpr int64_t SM90_SMALL_M = 512;
+
+// The large tile unless M is small or its grid would leave SMs idle; a build
+// without the preferred tile takes its first built one.
+DenseSm90Tile sm90_tile(const DenseParams& p, const DenseDevice& dev) {
+  const bool small = p.m <= SM90_SMALL_M || tile_count(p, DenseSm90Tile::coop_128x256) < dev.sms;
+  const DenseSm90Tile want = small ? DenseSm90Tile::pp_64x128 : DenseSm90Tile::coop_128x256;
+  return sm90_built(want) || SM90_BUILT.empty() ? want : SM90_BUILT[0];
+}
+
+// dense_set_gelu_path: AUTO, FALLBACK or a DenseSm90Tile (>= 0).
+constexpr int GELU_AUTO = -1, GELU_FALLBACK = -2;
+std::atomic<int> g_gelu_path{GELU_AUTO};
 
 // dev: null when the device could not be asked (then no sm_90a path).
 Choice choose_path(const DenseParams& p, const DenseDevice* dev) {
@@ -387,24 +420,26 @@ Choice choose_path(const DenseParams& p, const DenseDevice* dev) {
     c.path = Path::fill;
     return c;
   }
-  const auto forced = DenseGeluPath(g_gelu_path.load(std::memory_order_relaxed));
-  if (forced != DenseGeluPath::fallback && dev != nullptr && sm90_gemm_fits(p, *dev)) {
+  const int forced = g_gelu_path.load(std::memory_order_relaxed);
+  if (forced != GELU_FALLBACK && dev != nullptr && sm90_gemm_fits(p, *dev)) {
     c.path = Path::cutlass_sm90;
-    c.tile = forced == DenseGeluPath::cutlass_small   ? DenseSm90Tile::small
-             : forced == DenseGeluPath::cutlass_large ? DenseSm90Tile::large
-                                                      : sm90_tile(p, *dev);
+    c.tile = forced >= 0 ? DenseSm90Tile(forced) : sm90_tile(p, *dev);
     return c;
   }
   c.path = Path::cublaslt;
   return c;
 }
 
+// "cutlass_sm90_gelu<float16,coop_128x256>": interned once per (dtype, tile).
 const char* sm90_kernel_name(DType dtype, DenseSm90Tile tile) {
-  const bool small = tile == DenseSm90Tile::small;
-  if (dtype == DType::bf16) {
-    return small ? "cutlass_sm90_gelu<bfloat16,64x128x64>" : "cutlass_sm90_gelu<bfloat16,128x256x64>";
-  }
-  return small ? "cutlass_sm90_gelu<float16,64x128x64>" : "cutlass_sm90_gelu<float16,128x256x64>";
+  static const auto names = [] {
+    std::vector<std::string> v;
+    for (const DType d : {DType::f16, DType::bf16})
+      for (const DenseSm90TileInfo& t : DENSE_SM90_TILES)
+        v.push_back(std::string("cutlass_sm90_gelu<") + dtype_name(d) + "," + t.name + ">");
+    return v;
+  }();
+  return names[size_t(dtype == DType::bf16) * size_t(DenseSm90Tile::count) + size_t(tile)].c_str();
 }
 
 // K == 0: Y = bias broadcast over rows (row 0 copied from bias, then the
@@ -464,7 +499,29 @@ Status dense_library_status(size_t* version) {
   return lt.ok ? Status::ok() : Status::error(lt.reason);
 }
 
-DenseGeluPath dense_set_gelu_path(DenseGeluPath path) { return DenseGeluPath(g_gelu_path.exchange(int(path))); }
+Status dense_set_gelu_path(const std::string& path, std::string* previous) {
+  int next = path == "auto" ? GELU_AUTO : path == "fallback" ? GELU_FALLBACK : -3;
+  for (const DenseSm90Tile t : SM90_BUILT)
+    if (path == dense_sm90_tile_info(t).name) next = int(t);
+  if (next == -3) {
+    std::string known = "'auto', 'fallback'";
+    for (const std::string& t : dense_sm90_tiles()) known += ", '" + t + "'";
+    return Status::errorf("Dense: unknown GELU path '", path, "' (this build has ", known, ")");
+  }
+  const int before = g_gelu_path.exchange(next);
+  if (previous != nullptr) {
+    *previous = before == GELU_AUTO       ? "auto"
+                : before == GELU_FALLBACK ? "fallback"
+                                          : dense_sm90_tile_info(DenseSm90Tile(before)).name;
+  }
+  return Status::ok();
+}
+
+std::vector<std::string> dense_sm90_tiles() {
+  std::vector<std::string> names;
+  for (const DenseSm90Tile t : SM90_BUILT) names.emplace_back(dense_sm90_tile_info(t).name);
+  return names;
+}
 
 const char* dense_kernel_name(const DenseParams& p) {
   if (!validate_dense_params(p).is_ok()) return "invalid";
@@ -491,11 +548,8 @@ Status launch_dense(const DenseParams& p, cudaStream_t stream) {
   const Choice choice = choose_path(p, &dev);
   if (choice.path == Path::fill) return fill_without_k(p, dev.sms, stream);
   if (choice.path == Path::cutlass_sm90) {
-#if defined(TRT_FASTOPS_DENSE_SM90)
-    return launch_dense_gelu_sm90(p, choice.tile, dev.index, dev.sms, stream);
-#else
-    return Status::error("Dense: internal error: the sm_90a GEMM was chosen in a build without it");
-#endif
+    return launch_sm90_tile(choice.tile, p, dev.index, dev.sms, stream,
+                            std::make_index_sequence<SM90_BUILT.size()>());
   }
 
   const CublasLt& lt = cublaslt();

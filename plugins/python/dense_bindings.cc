@@ -5,7 +5,7 @@
 //
 //   _C.dense_forward("float16", x_ptr, w_ptr, y_ptr, m, n, k, bias=..., activation="gelu",
 //                    workspace=..., workspace_bytes=..., stream=s)
-//   _C.dense_kernel_name(<dense_forward's arguments>)  -> "cutlass_sm90_gelu<float16,128x256x64>"
+//   _C.dense_kernel_name(<dense_forward's arguments>)  -> "cutlass_sm90_gelu<float16,coop_128x256>"
 //   _C.dense_set_gelu_path("fallback")                 -> "auto" (the previous setting)
 //   _C.dense_workspace_bytes()  -> 33554432
 //   _C.dense_library_status()   -> {"available": True, "version": 130000, "reason": ""}
@@ -16,6 +16,7 @@
 #include <string>
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "plugins/dense/dense.h"
 
@@ -114,7 +115,7 @@ void register_dense_bindings(py::module_& m) {
   m.def("dense_kernel_name", &dense_kernel_name,
         "Which implementation dense_forward would run for these arguments on the current device\n"
         "(the pointers' alignment included; only their values are read):\n"
-        "'cutlass_sm90_gelu<float16,128x256x64>', 'cublaslt_bias+gelu', 'cublaslt', 'fill_k0', 'none',\n"
+        "'cutlass_sm90_gelu<float16,coop_128x256>', 'cublaslt_bias+gelu', 'cublaslt', 'fill_k0', 'none',\n"
         "'invalid', ...",
         py::arg("dtype"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("m"), py::arg("n"), py::arg("k"),
         py::kw_only(), py::arg("bias") = 0, py::arg("activation") = "none", py::arg("workspace") = 0,
@@ -122,20 +123,18 @@ void register_dense_bindings(py::module_& m) {
   m.def(
       "dense_set_gelu_path",
       [](const std::string& path) {
-        static const char* const names[] = {"auto", "fallback", "cutlass_small", "cutlass_large"};
-        int next = -1;
-        for (int i = 0; i < 4; ++i)
-          if (path == names[i]) next = i;
-        if (next < 0) {
-          throw py::value_error("dense_set_gelu_path: path must be 'auto', 'fallback', 'cutlass_small' or "
-                                "'cutlass_large', got '" + path + "'");
-        }
-        return names[int(dense::dense_set_gelu_path(dense::DenseGeluPath(next)))];
+        std::string previous;
+        const Status s = dense::dense_set_gelu_path(path, &previous);
+        if (!s.is_ok()) throw py::value_error(s.message());
+        return previous;
       },
       "Benchmark / test hook, process-wide from now on: how activation 'gelu' runs where the sm_90a\n"
-      "CUTLASS GEMM applies: 'auto' (its tile by M and grid), 'fallback' (cuBLASLt + the GELU kernel),\n"
-      "'cutlass_small' (64x128x64) or 'cutlass_large' (128x256x64). Returns the previous setting.",
+      "CUTLASS GEMM applies: 'auto' (its tile by M and grid), 'fallback' (cuBLASLt + the GELU kernel)\n"
+      "or a tile from dense_sm90_tiles(). Returns the previous setting; ValueError on an unknown name.",
       py::arg("path"));
+  m.def("dense_sm90_tiles", &dense::dense_sm90_tiles,
+        "The sm_90a CUTLASS GEMM tiles this build carries for activation 'gelu' (e.g. 'coop_128x256',\n"
+        "'pp_64x128'; empty without an sm_90a build).");
   m.def("dense_workspace_bytes", &dense::dense_workspace_bytes, "The cuBLASLt workspace the ORT op hands Dense.");
   m.def("dense_library_status", &dense_library_status,
         "Whether libcublasLt could be loaded (loads it on first call): available, version, reason.");

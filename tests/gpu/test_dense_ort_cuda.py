@@ -434,7 +434,7 @@ def expected_gelu_kernel(dtype, m, n, k, bias, aligned=True):
     if hopper_build() and dtype in ("float16", "bfloat16") and k % 8 == 0 and n % 8 == 0 and aligned:
         sms = _C.devices()[0]["multiprocessors"]
         large_tiles = -(-m // 128) * -(-n // 256)
-        tile = "64x128x64" if m <= 512 or large_tiles < sms else "128x256x64"
+        tile = "pp_64x128" if m <= 512 or large_tiles < sms else "coop_128x256"
         return f"cutlass_sm90_gelu<{dtype},{tile}>"
     return "cublaslt_bias+gelu" if bias else "cublaslt+gelu"
 
@@ -601,20 +601,28 @@ def test_cuda_gelu_direct_alignment(dtype, misaligned):
     assert name == expected_gelu_kernel(dtype, m, n, k, True, aligned=misaligned is None), name
 
 
-@pytest.mark.parametrize("path", ["auto", "fallback", "cutlass_small", "cutlass_large"])
+def built_tiles():
+    """The sm_90a tiles this build carries (a tuning build has them all)."""
+    return list(_C.dense_sm90_tiles()) if _C is not None and hasattr(_C, "dense_sm90_tiles") else []
+
+
+@pytest.mark.parametrize("shape", [(640, 768, 3072), (333, 264, 520), (48, 1024, 256)],
+                         ids=["bert640", "ragged333x264x520", "m48k1024"])
+@pytest.mark.parametrize("path", ["auto", "fallback"] + built_tiles())
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_cuda_gelu_forced_paths(dtype, path):
-    """dense_set_gelu_path: every implementation on one BERT shape (640 tokens, 768 -> 3072; auto
-    takes the small tile there: 60 large tiles < 132 SMs), each checked against float64."""
-    m, k, n = 640, 768, 3072
-    feeds = make_feeds(np.random.default_rng(140 + (dtype == "bfloat16")), dtype, (m, k), n)
+def test_cuda_gelu_forced_paths(dtype, path, shape):
+    """dense_set_gelu_path: every implementation, each checked against float64, on a BERT shape (640
+    tokens, 768 -> 3072), a ragged one (M, N, K no multiple of any tile: partial tiles everywhere)
+    and a few-tiles, long-K one (where stream-K splits K across CTAs)."""
+    m, k, n = shape
+    feeds = make_feeds(np.random.default_rng(140 + (dtype == "bfloat16") + m), dtype, (m, k), n)
     name = direct_gelu(dtype, feeds, path=path)
     if not hopper_build() or path == "fallback":
         assert name == "cublaslt_bias+gelu", name
     elif path == "auto":
         assert name == expected_gelu_kernel(dtype, m, n, k, True), name
     else:
-        assert name == f"cutlass_sm90_gelu<{dtype},{'64x128x64' if path == 'cutlass_small' else '128x256x64'}>", name
+        assert name == f"cutlass_sm90_gelu<{dtype},{path}>", name
 
 
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
