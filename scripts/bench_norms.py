@@ -4,6 +4,7 @@
     python3 scripts/bench_norms.py                     # full run (H100: ~1 minute)
     python3 scripts/bench_norms.py --dry-run           # the plan: bytes and floor time per case
     python3 scripts/bench_norms.py --shapes 16384x1024 --dtypes float16 --ops layer
+    python3 scripts/bench_norms.py --bert              # BERT-base SkipLayerNorm, every kernel path
 
 Cases: rows x hidden in {16384x1024, 16384x4096, 8192x8192, 32768x768}, float16 and
 bfloat16; LayerNorm (gamma, beta), RMSNorm (gamma), SkipLayerNorm (gamma, beta, with
@@ -23,6 +24,18 @@ counted, and calls rotate over enough buffer sets (> 200 MB) that inputs do not
 sit in the 50 MB L2. Writes bench/results/norms.json and prints a table last.
 Exits non-zero only on errors (including a wrong result), not on missed targets;
 missed targets are marked '!' in the table and listed per row in the JSON.
+
+--bert (a separate mode; the default run above is unchanged): BERT-base SkipLayerNorm as
+the model runs it, hidden 768, skip + per-column bias + gamma + beta + the sum output,
+float16, rows 128 / 512 / 4096 / 16384 (batch x tokens; --bert-rows). Every path of
+_C.norm_set_path ('auto', 'warp', 'warp_fit', 'row', 'block', 'generic') is timed in the
+same run, and ORT's com.microsoft.SkipLayerNormalization (with its bias input) when
+onnxruntime-gpu is importable. The main number is the kernel's own device time from
+torch.profiler (CUPTI), median over --reps calls, as a per-kernel model profile reports
+it; the event-timed median is printed beside it. Inputs stay hot in L2 (one buffer set,
+as after the GEMM that writes them in the model) unless --bert-cold rotates > 200 MB of
+buffer sets. Writes bench/results/norms_bert.json (or --out) and prints a table
+(rows, path, kernel, us).
 """
 from __future__ import annotations
 
@@ -49,6 +62,11 @@ TARGET_FRAC = 0.85  # of copy bandwidth, for hidden >= 1024
 TARGET_SPEEDUP = {"layer": 1.2, "rms": 1.2, "skip": 1.5}
 ONNX_TYPES = {"float32": 1, "float16": 10, "bfloat16": 16}  # onnx.TensorProto
 ORT_EP, ORT_DEVICE = "CUDAExecutionProvider", "cuda"  # (a CPU test of the plumbing swaps these)
+BERT_HIDDEN = 768
+BERT_ROWS = [128, 512, 4096, 16384]  # batch 1 x 128, 1 x 512, 8 x 512, 32 x 512 tokens
+BERT_PATHS = ["auto", "warp", "warp_fit", "row", "block", "generic"]  # _C.norm_set_path
+DEFAULT_OUT = REPO / "bench" / "results" / "norms.json"
+BERT_OUT = REPO / "bench" / "results" / "norms_bert.json"
 
 
 def case_bytes(op: str, rows: int, hidden: int, elem: int = 2) -> int:
@@ -80,15 +98,33 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", nargs="+", type=parse_shape, default=SHAPES, metavar="ROWSxHIDDEN")
-    ap.add_argument("--dtypes", nargs="+", choices=DTYPES + ["float32"], default=DTYPES)
+    ap.add_argument("--dtypes", nargs="+", choices=DTYPES + ["float32"], default=None,
+                    help=f"default: {' '.join(DTYPES)} (--bert: float16)")
     ap.add_argument("--ops", nargs="+", choices=OPS, default=OPS)
     ap.add_argument("--reps", type=int, default=100, help="timed calls per measurement (median)")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "norms.json")
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"JSON results (default {DEFAULT_OUT.relative_to(REPO)}; --bert: {BERT_OUT.relative_to(REPO)})")
     ap.add_argument("--dry-run", action="store_true",
                     help="print the cases with bytes and floor time at 3 TB/s; needs no GPU")
+    ap.add_argument("--bert", action="store_true",
+                    help="BERT-base SkipLayerNorm (hidden 768, skip + bias, sum output) with every kernel path "
+                         "forced in turn, plus ORT; see the description")
+    ap.add_argument("--bert-rows", nargs="+", type=int, default=BERT_ROWS, metavar="ROWS")
+    ap.add_argument("--bert-paths", nargs="+", choices=BERT_PATHS, default=BERT_PATHS, metavar="PATH")
+    ap.add_argument("--bert-cold", action="store_true",
+                    help="--bert: rotate buffer sets (> 200 MB) so inputs are not L2-resident")
     return ap
+
+
+def finish_args(args):
+    """Mode-dependent defaults (None in the parser so the default run keeps its own)."""
+    if args.dtypes is None:
+        args.dtypes = ["float16"] if args.bert else list(DTYPES)
+    if args.out is None:
+        args.out = BERT_OUT if args.bert else DEFAULT_OUT
+    return args
 
 
 def plan(args) -> list[dict]:
@@ -157,7 +193,7 @@ class Timer:
 # ONNX Runtime
 
 
-def _ort_model(op: str, dtype: str, hidden: int, variant: str):
+def _ort_model(op: str, dtype: str, hidden: int, variant: str, skip_bias: bool = False):
     import onnx
     from onnx import helper
 
@@ -180,9 +216,11 @@ def _ort_model(op: str, dtype: str, hidden: int, variant: str):
     else:
         sk = helper.make_tensor_value_info("S", et, ["rows", hidden])
         s = helper.make_tensor_value_info("SUM", et, ["rows", hidden])
-        node = helper.make_node("SkipLayerNormalization", ["X", "S", "W", "B"], ["Y", "", "", "SUM"],
-                                domain="com.microsoft", epsilon=1e-5)
+        node = helper.make_node("SkipLayerNormalization", ["X", "S", "W", "B"] + (["BIAS"] if skip_bias else []),
+                                ["Y", "", "", "SUM"], domain="com.microsoft", epsilon=1e-5)
         inputs, outputs = [x, sk, w, b], [y, s]
+        if skip_bias:
+            inputs.append(helper.make_tensor_value_info("BIAS", et, [hidden]))
         opsets.append(helper.make_opsetid("com.microsoft", 1))
     graph = helper.make_graph([node], f"ort_{op}", inputs, outputs)
     model = helper.make_model(graph, opset_imports=opsets)
@@ -381,6 +419,216 @@ def run_case(torch, _C, ort, timer, case, stream_ptr, device_index) -> dict:
     return row
 
 
+# ---------------------------------------------------------------------------------------
+# --bert: BERT-base SkipLayerNorm, every kernel path
+
+
+def kernel_us(torch, fn, reps: int, warmup: int, match) -> tuple[float | None, int]:
+    """(median device time in us, count) of the kernels whose name satisfies `match` over
+    `reps` calls of fn(i), from torch.profiler (CUPTI activity records: the kernel alone, as a
+    per-kernel model profile reports it); (None, 0) when no such kernel ran."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    for i in range(warmup):
+        fn(i)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(reps):
+            fn(i)
+        torch.cuda.synchronize()
+    times = [e.time_range.elapsed_us() for e in prof.events()
+             if e.device_type == DeviceType.CUDA and match(e.name)]
+    return (statistics.median(times), len(times)) if times else (None, 0)
+
+
+def is_ours(name: str) -> bool:
+    return "trt_fastops::norm::norm_" in name
+
+
+def is_ort_skip_ln(name: str) -> bool:
+    return "skiplayernorm" in name.lower()
+
+
+def bert_plan(args) -> list[dict]:
+    cases = []
+    for dtype in args.dtypes:
+        elem = 4 if dtype == "float32" else 2
+        for rows in args.bert_rows:
+            nbytes = case_bytes("skip", rows, BERT_HIDDEN, elem) + BERT_HIDDEN * elem  # + bias
+            cases.append(dict(op="skip", dtype=dtype, rows=rows, hidden=BERT_HIDDEN, bytes=nbytes,
+                              floor_us=floor_us(nbytes)))
+    return cases
+
+
+def ort_bert_runner(ort, dtype, hidden, sets, stream_ptr, device_index):
+    """fn(i) running ORT's com.microsoft.SkipLayerNormalization (with bias) on sets[i % n]."""
+    et = ONNX_TYPES[dtype]
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    prov = {"device_id": str(device_index), "user_compute_stream": str(stream_ptr)}
+    sess = ort.InferenceSession(_ort_model("skip", dtype, hidden, "com.microsoft.SkipLayerNormalization",
+                                           skip_bias=True), so, providers=[(ORT_EP, prov)])
+    if ORT_EP not in sess.get_providers():
+        raise RuntimeError("session did not take the CUDA EP")
+    bindings = []
+    for st in sets:
+        io = sess.io_binding()
+        names = {"X": st["x"], "S": st["skip"], "W": st["w"], "B": st["b"], "BIAS": st["bias"]}
+        for inp in sess.get_inputs():
+            t = names[inp.name]
+            io.bind_input(inp.name, ORT_DEVICE, device_index, et, list(t.shape), t.data_ptr())
+        outs = {"Y": st["y_ort"], "SUM": st["sum_ort"]}
+        for out in sess.get_outputs():
+            t = outs[out.name]
+            io.bind_output(out.name, ORT_DEVICE, device_index, et, list(t.shape), t.data_ptr())
+        bindings.append(io)
+    ro = ort.RunOptions()
+    ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
+    return lambda i: sess.run_with_iobinding(bindings[i % len(bindings)], ro)
+
+
+def run_bert_case(torch, _C, ort, timer, args, case, stream_ptr, device_index) -> tuple[list[dict], list[str]]:
+    """One rows count: every forced path (and ORT). Returns (result rows, errors)."""
+    dtype, rows, hidden = case["dtype"], case["rows"], case["hidden"]
+    F = torch.nn.functional
+    dt = getattr(torch, dtype)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(rows * 7 + hidden)
+    act = rows * hidden * dt.itemsize
+    nsets = max(2, min(64, math.ceil(ROTATE_BYTES / (2 * act)))) if args.bert_cold else 1
+    w = (torch.randn(hidden, generator=gen, device="cuda") * 0.5 + 1.0).to(dt)
+    b = (torch.randn(hidden, generator=gen, device="cuda") * 0.2).to(dt)
+    bias = (torch.randn(hidden, generator=gen, device="cuda") * 0.2).to(dt)
+    sets = []
+    for _ in range(nsets):
+        st = {"x": (torch.randn((rows, hidden), generator=gen, device="cuda") * 1.5 + 0.5).to(dt),
+              "skip": torch.randn((rows, hidden), generator=gen, device="cuda").to(dt), "w": w, "b": b,
+              "bias": bias}
+        for k in ("y", "sum", "y_ort", "sum_ort"):
+            st[k] = torch.empty_like(st["x"])
+        sets.append(st)
+    s_ref = sets[0]["x"].float() + sets[0]["skip"].float() + bias.float()
+    y_ref = F.layer_norm(s_ref, (hidden,), w.float(), b.float(), 1e-5)
+    tol = {"bfloat16": 0.03, "float16": 0.005}.get(dtype, 1e-4)
+
+    def call_args(st):
+        return (("layer", dtype, st["x"].data_ptr(), w.data_ptr(), st["y"].data_ptr(), rows, hidden),
+                dict(skip=st["skip"].data_ptr(), skip_rows=rows, bias=bias.data_ptr(), beta=b.data_ptr(),
+                     sum_out=st["sum"].data_ptr(), epsilon=1e-5, stream=stream_ptr))
+
+    calls = [call_args(st) for st in sets]
+
+    def ours(i):
+        a, kw = calls[i % nsets]
+        _C.norm_forward(*a, **kw)
+
+    base = dict(op="SkipLayerNorm+bias", dtype=dtype, rows=rows, hidden=hidden, bytes=case["bytes"],
+                floor_us=round(case["floor_us"], 2), buffer_sets=nsets, l2="cold" if args.bert_cold else "hot")
+    results, errors = [], []
+    for path in args.bert_paths:
+        prev = _C.norm_set_path(path)
+        try:
+            kernel = _C.norm_kernel_name(*calls[0][0], **calls[0][1])
+            for st in sets:
+                st["y"].fill_(float("nan"))
+            ours(0)
+            torch.cuda.synchronize()
+            diff = max(scaled_diff(sets[0]["y"], y_ref), scaled_diff(sets[0]["sum"], s_ref))
+            if not diff <= tol:
+                raise RuntimeError(f"{kernel}: differs from torch by {diff:.3g} (max |a - b| / (1 + |b|))")
+            k_us, count = kernel_us(torch, ours, args.reps, args.warmup, is_ours)
+            ev_us, note = timer(ours)
+            results.append(dict(base, path=path, kernel=kernel,
+                                kernel_us=None if k_us is None else round(k_us, 2), kernels_seen=count,
+                                event_us=round(ev_us, 2), timing=note, max_scaled_diff_vs_torch=diff))
+        except Exception as e:  # noqa: BLE001 - report and go on with the next path
+            errors.append(f"SkipLayerNorm {dtype} {rows}x{hidden} path {path}: {type(e).__name__}: {e}")
+        finally:
+            _C.norm_set_path(prev)
+    if ort is not None and not args.no_ort:
+        try:
+            run = ort_bert_runner(ort, dtype, hidden, sets, stream_ptr, device_index)
+            run(0)
+            torch.cuda.synchronize()
+            diff = max(scaled_diff(sets[0]["y_ort"], y_ref), scaled_diff(sets[0]["sum_ort"], s_ref))
+            if not diff <= 0.05:
+                raise RuntimeError(f"result differs from torch by {diff:.3g}")
+            k_us, count = kernel_us(torch, run, args.reps, args.warmup, is_ort_skip_ln)
+            ev_us, note = timer(run)
+            results.append(dict(base, path="ort", kernel="com.microsoft.SkipLayerNormalization",
+                                kernel_us=None if k_us is None else round(k_us, 2), kernels_seen=count,
+                                event_us=round(ev_us, 2), timing=note, max_scaled_diff_vs_torch=diff))
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"SkipLayerNorm {dtype} {rows}x{hidden} ORT: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:200] if str(e) else ''}")
+    return results, errors
+
+
+def bert_table(rows: list[dict]) -> str:
+    head = f"{'dtype':8s} {'rows':>6s} {'path':9s} {'kernel':44s} {'kernel us':>9s} {'event us':>9s} {'x best':>7s}"
+    lines = [head, "-" * len(head)]
+    for key in dict.fromkeys((r["dtype"], r["rows"]) for r in rows):
+        group = [r for r in rows if (r["dtype"], r["rows"]) == key]
+        best = min((r["kernel_us"] for r in group if r["kernel_us"] is not None), default=None)
+        for r in group:
+            k = f"{r['kernel_us']:9.2f}" if r["kernel_us"] is not None else f"{'-':>9s}"
+            rel = f"{r['kernel_us'] / best:7.2f}" if best and r["kernel_us"] is not None else f"{'-':>7s}"
+            lines.append(f"{r['dtype']:8s} {r['rows']:6d} {r['path']:9s} {r['kernel'][:44]:44s} {k} "
+                         f"{r['event_us']:9.2f} {rel}")
+    lines.append("kernel us: torch.profiler device time of the kernel alone (median); event us: CUDA events "
+                 "around each call (median, queue prefilled); x best: kernel us / the row count's fastest")
+    return "\n".join(lines)
+
+
+def main_bert(args) -> int:
+    cases = bert_plan(args)
+    if args.dry_run:
+        print(f"{'op':18s} {'dtype':8s} {'rows x hidden':>13s} {'bytes (MB)':>11s} {'floor us @3TB/s':>16s} paths")
+        for c in cases:
+            print(f"{'SkipLayerNorm+bias':18s} {c['dtype']:8s} {str(c['rows']) + 'x' + str(c['hidden']):>13s} "
+                  f"{c['bytes'] / 1e6:11.1f} {c['floor_us']:16.1f} {' '.join(args.bert_paths)}"
+                  f"{'' if args.no_ort else ' ort'}")
+        return 0
+    setup = gpu_setup("bench_norms --bert", want_ort=not args.no_ort)
+    if setup == 2:
+        return 2
+    torch, _C, ort, device_index, stream = setup
+    if not hasattr(_C, "norm_set_path"):
+        print("bench_norms --bert: this trt_fastops._C has no norm_set_path (rebuild)", file=sys.stderr)
+        return 2
+    timer = Timer(torch, args.reps, args.warmup)
+    results, errors = [], []
+    t_start = time.perf_counter()
+    for c in cases:
+        rows, errs = run_bert_case(torch, _C, ort, timer, args, c, stream.cuda_stream, device_index)
+        torch.cuda.empty_cache()
+        results += rows
+        errors += errs
+        for r in rows:
+            print(f"SkipLayerNorm {c['dtype']} {c['rows']}x{c['hidden']} {r['path']:9s} {r['kernel']}: "
+                  f"kernel {r['kernel_us']} us, events {r['event_us']} us", flush=True)
+        for e in errs:
+            print(f"ERROR {e}", flush=True)
+    if ort is None and not args.no_ort:
+        print("note: onnxruntime-gpu not importable (no CUDAExecutionProvider): no ORT rows")
+    doc = {"benchmark": "norms_bert", "gpu": torch.cuda.get_device_name(device_index),
+           "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+           "versions": versions(torch, ort),
+           "method": "per path (_C.norm_set_path): torch.profiler kernel device time, median of --reps calls; "
+                     "CUDA events per call, median, queue prefilled; inputs "
+                     + ("rotating over >= 200 MB of buffer sets" if args.bert_cold else "one buffer set (hot in L2)"),
+           "seconds": round(time.perf_counter() - t_start, 1), "errors": errors, "rows": results}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    for e in errors:
+        print(f"ERROR {e}")
+    print(bert_table(results))
+    return 1 if errors else 0
+
+
 def table(rows: list[dict]) -> str:
     head = (f"{'op':13s} {'dtype':8s} {'rows x hidden':>13s} {'kernel':9s} {'ours us':>8s} {'torch':>8s} "
             f"{'copy':>8s} {'ort':>8s} {'GB/s':>6s} {'%copy':>6s} {'xtorch':>7s} {'xort':>6s}")
@@ -402,7 +650,9 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    args = finish_args(build_parser().parse_args(argv))
+    if args.bert:
+        return main_bert(args)
     cases = plan(args)
     if args.dry_run:
         print(f"{'op':13s} {'dtype':8s} {'rows x hidden':>13s} {'bytes (MB)':>11s} {'floor us @3TB/s':>16s}")

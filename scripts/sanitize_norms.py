@@ -6,9 +6,10 @@
     compute-sanitizer --tool synccheck python3 scripts/sanitize_norms.py
     compute-sanitizer --tool initcheck python3 scripts/sanitize_norms.py
 
-Covers the warp, block, generic-smem and generic-multipass kernels, each dtype,
-with skip (full and broadcast), bias, beta, scalar gamma/beta, sum/mean/rstd
-outputs and misaligned pointers. Exit status 0 when every case matches a float64
+Covers the row, warp (power-of-two and exactly fitting items), block,
+generic-smem and generic-multipass kernels, each dtype, with skip (full and
+broadcast), bias, beta, scalar gamma/beta, sum/mean/rstd outputs and misaligned
+pointers; a case's "path" option forces that path (_C.norm_set_path) for its run. Exit status 0 when every case matches a float64
 reference, 1 on a mismatch or a wrong kernel choice, 2 when torch/CUDA/_C are
 missing. Prints one line per case; --list prints the cases without running.
 """
@@ -24,9 +25,20 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))  # the installed tr
 
 # (name, kind, dtype, rows, cols, options, expected kernel prefix)
 CASES = [
-    ("warp", "layer", "float16", 9, 1024, {}, "norm_warp<float16,vec8,items4"),
-    ("warp-skip-stats", "layer", "bfloat16", 9, 512, dict(skip="full", sum=True, stats=True), "norm_warp<bfloat16,vec8,items2"),
+    ("row-768", "layer", "float16", 37, 768, dict(skip="bcast", bias=True, sum=True, stats=True), "norm_row<float16,vec8,block96>"),
+    ("row-rms", "rms", "bfloat16", 9, 1000, dict(skip="full", sum=True, stats=True), "norm_row<bfloat16,vec8,block128>"),
+    ("row-partial", "layer", "float16", 6, 520, dict(path="row", bias=True, stats=True), "norm_row<float16,vec8,block96>"),
+    ("row-f32", "layer", "float32", 5, 768, dict(path="row", gamma_scalar=True, beta_scalar=True, stats=True), "norm_row<float32,vec4,block192>"),
+    ("row-one-warp", "layer", "float16", 5, 128, dict(path="row", skip="full", stats=True), "norm_row<float16,vec8,block32>"),
+    # more rows than the 65536-CTA grid: a CTA runs two rows, alternating its shared arrays
+    ("row-grid-stride", "layer", "float16", 65536 + 35, 264, dict(path="row", skip="bcast", bias=True, stats=True), "norm_row<float16,vec8,block64>"),
+    ("row-grid-stride-3w", "rms", "float16", 65536 + 35, 768, dict(path="row", bias=True, stats=True), "norm_row<float16,vec8,block96>"),
+    ("warp", "layer", "float16", 9, 1024, dict(path="warp"), "norm_warp<float16,vec8,items4"),
+    ("warp-skip-stats", "layer", "bfloat16", 9, 512, dict(path="warp", skip="full", sum=True, stats=True), "norm_warp<bfloat16,vec8,items2"),
     ("warp-rms-bias", "rms", "float32", 9, 128, dict(bias=True), "norm_warp<float32,vec4,items1"),
+    ("warp-fit-768", "layer", "float16", 9, 768, dict(path="warp_fit", skip="bcast", bias=True, sum=True, stats=True), "norm_warp<float16,vec8,items3"),
+    ("block-forced-768", "rms", "float16", 9, 768, dict(path="block", skip="full", sum=True), "norm_block<float16,vec8,items4,block64>"),
+    ("generic-forced-768", "layer", "bfloat16", 9, 768, dict(path="generic", skip="bcast", bias=True, stats=True), "norm_generic_smem<bfloat16,block128>"),
     ("block", "layer", "float16", 5, 4096, dict(stats=True), "norm_block<float16,vec8,items4,block128>"),
     ("block-bcast-skip", "layer", "bfloat16", 6, 8192, dict(skip="bcast", bias=True, sum=True), "norm_block<bfloat16,vec8,items4,block256>"),
     ("block-rms", "rms", "float32", 3, 16384, dict(skip="full", sum=True, stats=True), "norm_block<float32,vec4,items4,block1024>"),
@@ -84,11 +96,15 @@ def run_case(torch, _C, name, kind, dtype, rows, cols, opt, expect) -> list[str]
               beta_scalar=bool(opt.get("beta_scalar")), sum_out=p(s_out), mean_out=p(mean_out),
               rstd_out=p(rstd_out), epsilon=1e-5, stream=torch.cuda.current_stream().cuda_stream)
     errors = []
-    kernel = _C.norm_kernel_name(*args, **kw)
-    if not kernel.startswith(expect):
-        errors.append(f"kernel {kernel}, expected {expect}")
-    _C.norm_forward(*args, **kw)
-    torch.cuda.synchronize()
+    prev = _C.norm_set_path(opt.get("path", "auto"))
+    try:
+        kernel = _C.norm_kernel_name(*args, **kw)
+        if not kernel.startswith(expect):
+            errors.append(f"kernel {kernel}, expected {expect}")
+        _C.norm_forward(*args, **kw)
+        torch.cuda.synchronize()
+    finally:
+        _C.norm_set_path(prev)
 
     s = x.double()
     if sk is not None:
@@ -122,7 +138,7 @@ def main(argv=None) -> int:
     cases = [c for c in CASES if args.k in c[0]]
     if args.list:
         for name, kind, dtype, rows, cols, opt, expect in cases:
-            print(f"{name:18s} {kind:5s} {dtype:8s} {rows:3d} x {cols:<7d} {opt} -> {expect}")
+            print(f"{name:18s} {kind:5s} {dtype:8s} {rows:5d} x {cols:<7d} {opt} -> {expect}")
         return 0
     try:
         import torch

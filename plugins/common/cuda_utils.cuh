@@ -152,8 +152,8 @@ __device__ __forceinline__ float warp_all_reduce_sum(float v) {
   return v;
 }
 
-// Sum over the whole block, returned to every thread. `scratch` is a shared
-// array of at least BLOCK / 32 floats. Two calls in a row must use different
+// Sum over the whole block, returned to every thread (any whole number of
+// warps). `scratch` is a shared array of at least BLOCK / 32 floats. Two calls in a row must use different
 // scratch arrays (a fast warp may write the next partial before a slow one has
 // read this one); with alternating arrays, the barrier in call n+1 orders the
 // reads of call n before the writes of call n+2.
@@ -161,7 +161,6 @@ template <int BLOCK>
 __device__ __forceinline__ float block_all_reduce_sum(float v, float* scratch) {
   static_assert(BLOCK % kWarpSize == 0 && BLOCK <= 1024, "BLOCK must be whole warps");
   constexpr int WARPS = BLOCK / kWarpSize;
-  static_assert((WARPS & (WARPS - 1)) == 0, "the butterfly below needs a power-of-two warp count");
   v = warp_all_reduce_sum(v);
   if constexpr (WARPS == 1) {
     return v;
@@ -169,14 +168,23 @@ __device__ __forceinline__ float block_all_reduce_sum(float v, float* scratch) {
     const int lane = threadIdx.x % kWarpSize;
     if (lane == 0) scratch[threadIdx.x / kWarpSize] = v;
     __syncthreads();
-    // Each aligned group of WARPS lanes holds all partials, so a butterfly over
-    // log2(WARPS) steps leaves the total in every lane (same order everywhere).
-    float t = scratch[lane % WARPS];
+    if constexpr ((WARPS & (WARPS - 1)) == 0) {
+      // Each aligned group of WARPS lanes holds all partials, so a butterfly over
+      // log2(WARPS) steps leaves the total in every lane (same order everywhere).
+      float t = scratch[lane % WARPS];
 #pragma unroll
-    for (int offset = WARPS / 2; offset > 0; offset /= 2) {
-      t += __shfl_xor_sync(0xffffffffu, t, offset);
+      for (int offset = WARPS / 2; offset > 0; offset /= 2) {
+        t += __shfl_xor_sync(0xffffffffu, t, offset);
+      }
+      return t;
+    } else {
+      // Any other warp count (e.g. 3 for a 96-thread CTA): every thread adds
+      // all partials (broadcast reads) in the same order, so all get the same bits.
+      float t = scratch[0];
+#pragma unroll
+      for (int w = 1; w < WARPS; ++w) t += scratch[w];
+      return t;
     }
-    return t;
   }
 }
 
@@ -193,22 +201,41 @@ __device__ __forceinline__ void block_combine_moments(float warp_sum, float warp
                                                       float& m2) {
   static_assert(BLOCK % kWarpSize == 0 && BLOCK <= 1024, "BLOCK must be whole warps");
   constexpr int WARPS = BLOCK / kWarpSize;
-  static_assert((WARPS & (WARPS - 1)) == 0, "the butterfly below needs a power-of-two warp count");
   const int lane = threadIdx.x % kWarpSize;
   if (lane == 0) scratch[threadIdx.x / kWarpSize] = make_float2(warp_sum, warp_m2);
   __syncthreads();
-  const int w = lane % WARPS;
-  const float2 p = scratch[w];
-  float total = p.x;
+  if constexpr ((WARPS & (WARPS - 1)) == 0) {
+    // Butterfly over the WARPS lanes of each aligned group (see block_all_reduce_sum).
+    const int w = lane % WARPS;
+    const float2 p = scratch[w];
+    float total = p.x;
 #pragma unroll
-  for (int offset = WARPS / 2; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
-  mean = total * inv_n;
-  const float n_w = warp_count(w);
-  const float dev = n_w > 0.f ? p.x / n_w - mean : 0.f;
-  float t = p.y + n_w * dev * dev;
+    for (int offset = WARPS / 2; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+    mean = total * inv_n;
+    const float n_w = warp_count(w);
+    const float dev = n_w > 0.f ? p.x / n_w - mean : 0.f;
+    float t = p.y + n_w * dev * dev;
 #pragma unroll
-  for (int offset = WARPS / 2; offset > 0; offset /= 2) t += __shfl_xor_sync(0xffffffffu, t, offset);
-  m2 = t;
+    for (int offset = WARPS / 2; offset > 0; offset /= 2) t += __shfl_xor_sync(0xffffffffu, t, offset);
+    m2 = t;
+  } else {
+    // Other warp counts (3 for a 96-thread CTA): lane w < WARPS computes warp
+    // w's term, and every lane adds the WARPS terms by shuffles in the same
+    // order, so all get the same bits (lanes >= WARPS duplicate a term, unused).
+    const int w = lane % WARPS;
+    const float2 p = scratch[w];
+    float total = __shfl_sync(0xffffffffu, p.x, 0);
+#pragma unroll
+    for (int i = 1; i < WARPS; ++i) total += __shfl_sync(0xffffffffu, p.x, i);
+    mean = total * inv_n;
+    const float n_w = warp_count(w);
+    const float dev = n_w > 0.f ? p.x / n_w - mean : 0.f;
+    const float term = p.y + n_w * dev * dev;
+    float t = __shfl_sync(0xffffffffu, term, 0);
+#pragma unroll
+    for (int i = 1; i < WARPS; ++i) t += __shfl_sync(0xffffffffu, term, i);
+    m2 = t;
+  }
 }
 
 }  // namespace trt_fastops

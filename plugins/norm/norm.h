@@ -51,4 +51,15 @@ cudaError_t launch_norm(const NormParams& p, cudaStream_t stream);
 // Which kernel variant launch_norm would pick (for tests and benchmarks).
 const char* norm_kernel_name(const NormParams& p);
 
+// Benchmark / test hook, process-wide from now on: which kernel path launch_norm
+// (and norm_kernel_name) takes. automatic: the launcher's rule (norm_launch.cu);
+// warp: one warp per row, 1, 2 or 4 vectors per lane; warp_fit: the same with
+// exactly ceil(cols / VEC / 32) vectors per lane (3 at 768 halves); row: one CTA
+// per row, one vector per thread; block: one CTA per row, 4 vectors per thread;
+// generic: scalar loads (smem row cache when it fits). A forced path that cannot
+// run the params (alignment, cols) falls back to the automatic choice. Returns
+// the previous setting.
+enum class NormPath : int32_t { automatic = 0, warp = 1, warp_fit = 2, row = 3, block = 4, generic = 5 };
+NormPath norm_set_path(NormPath path);
+
 }  // namespace trt_fastops::norm

@@ -1,8 +1,12 @@
 // Device code for the layer-norm family (LayerNorm, SkipLayerNorm, RMSNorm).
-// Per-row math: see plugins/norm/norm.h. Three kernels, all float32 math:
+// Per-row math: see plugins/norm/norm.h. Four kernels, all float32 math:
 //
 //   norm_warp_kernel     one warp per row, WARPS rows per CTA, ITEMS 16-byte vectors
 //                        per lane in registers, shuffle reductions only (short rows).
+//   norm_row_kernel      one CTA per row, one 16-byte vector per thread (BLOCK >=
+//                        cols / VEC, any whole number of warps), every input of the
+//                        row (and bias, gamma, beta) loaded up front: short rows on
+//                        latency-bound grids (BERT SkipLayerNorm, hidden 768).
 //   norm_block_kernel    one CTA per row, ITEMS 16-byte vectors per thread in
 //                        registers, block all-reduce through a tiny shared array.
 //   norm_generic_kernel  one CTA per row, scalar loads (any alignment, any cols);
@@ -240,6 +244,32 @@ constexpr int warp_path_regs(int floats, bool early = false) {
   return early ? 128 : floats <= 16 ? 64 : floats <= 32 ? 72 : 128;
 }
 constexpr int block_path_regs(int floats) { return floats <= 32 ? 64 : 128; }
+// Resident CTAs per SM of the architecture being compiled (ptxas ignores, with
+// a warning, a launch bound asking for more): 16 on sm_86/87, 24 on sm_89, 32
+// on sm_80 and sm_90.
+constexpr int max_ctas_per_sm() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870)
+  return 16;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 890
+  return 24;
+#else
+  return 32;
+#endif
+}
+
+// Row path: CTAs per SM at `regs` registers per thread, counted per SM
+// sub-partition (4 of them, 16K registers each, whole warps) as ptxas does, so
+// the bound yields exactly `regs` (at 96 threads, 65536 / (96 * 40) would ask
+// for 17 CTAs and get 32 registers).
+constexpr int row_min_blocks(int threads, int regs) {
+  const int blocks = 4 * (16384 / (kWarpSize * regs)) / (threads / kWarpSize);
+  return blocks < 1 ? 1 : blocks > max_ctas_per_sm() ? max_ctas_per_sm() : blocks;
+}
+// Row path budget (ptxas, sm_90a): one vector of each of x, skip, bias, gamma
+// and beta in flight is 20 registers; unbounded ptxas takes 56-62 and at 32
+// it spills, at 40 it does not. 40 gives 16 CTAs of 96 threads per SM (48 warps;
+// 48 registers would give 13).
+constexpr int kRowPathRegs = 40;
 
 // Path A: a warp per row (cols <= 32 * ITEMS * VEC), WARPS rows per CTA.
 template <typename T, int ITEMS, int WARPS, bool EARLY = false>
@@ -263,6 +293,123 @@ __global__ void __launch_bounds__(BLOCK, norm_min_blocks(BLOCK, block_path_regs(
   int phase = 0;
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     norm_row_in_registers<T, ITEMS, BLOCK>(a, row, threadIdx.x, scratch, phase);
+  }
+}
+
+// Row path: a CTA per row (cols <= BLOCK * VEC), one 16-byte vector per thread.
+// Latency-bound grids (a few rows per SM, inputs fresh in L2) spend their time in
+// one row's dependent chain, so it is split over cols / VEC threads (3 warps at
+// 768 halves) instead of one warp, and bias / gamma / beta are loaded with the
+// row: one memory round trip, one barrier per row.
+// Same math as norm_row_in_registers (per-warp exact two-pass, Chan combine),
+// written for one vector so the whole row fits ~40 registers.
+template <typename T, int BLOCK>
+__device__ __forceinline__ void norm_row_one_vector(const NormArgs<T>& a, int64_t row,
+                                                    float2 (*scratch)[BLOCK / kWarpSize], int& phase) {
+  constexpr int VEC = Pack<T>::N;
+  const int tid = threadIdx.x;
+  const int nvec = static_cast<int>(a.cols / VEC);
+  const bool in_row = tid < nvec;
+  const int col = tid * VEC;
+  const int64_t base = row * a.cols;
+  const bool has_skip = a.skip != nullptr;
+  const T* skip_row =
+      has_skip ? a.skip + (row < a.skip_rows ? row : row % a.skip_rows) * a.cols : a.x;
+  const bool beta_vector = a.beta != nullptr && !a.beta_scalar;
+  // Opaque, so the per-thread parameter addresses are not hoisted out of the
+  // row loop (6 more registers for the whole kernel; see opaque_ptr).
+  const T* bias = opaque_ptr(a.bias);
+  const T* gamma = opaque_ptr(a.gamma);
+  const T* beta = opaque_ptr(a.beta);
+
+  // Every load of the row up front (zeros for an absent input or past the end).
+  const Pack<T> xr = load_pack_if(in_row, a.x + base + col);
+  const Pack<T> kr = load_pack_if(in_row && has_skip, skip_row + col);
+  const Pack<T> br = load_pack_if(in_row && bias != nullptr, bias + col);
+  const Pack<T> gr = load_pack_if(in_row && !a.gamma_scalar, gamma + col);
+  const Pack<T> er = load_pack_if(in_row && beta_vector, beta + col);
+  float s[VEC];
+  float t[VEC];
+  pack_to_float(xr, s);
+  pack_to_float(kr, t);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) s[j] += t[j];
+  pack_to_float(br, t);  // adding zeros without bias: same values
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) s[j] += t[j];
+
+  float mean = 0.f;
+  float m2;
+  if (a.rms) {
+    float q = 0.f;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) q += s[j] * s[j];  // 0 past the end
+    m2 = block_all_reduce_sum<BLOCK>(q, reinterpret_cast<float*>(scratch[phase]));
+    phase ^= 1;
+  } else {
+    float u = 0.f;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) u += s[j];
+    const float warp_sum = warp_all_reduce_sum(u);
+    // Elements of warp w: VEC per thread below nvec.
+    auto warp_count = [nvec](int w) {
+      const int left = nvec - w * kWarpSize;
+      return float(VEC * (left <= 0 ? 0 : left >= kWarpSize ? kWarpSize : left));
+    };
+    const float warp_n = warp_count(tid / kWarpSize);
+    const float warp_mean = BLOCK == kWarpSize ? warp_sum * a.inv_cols
+                                               : (warp_n > 0.f ? warp_sum / warp_n : 0.f);
+    float q = 0.f;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float d = in_row ? s[j] - warp_mean : 0.f;
+      q += d * d;
+    }
+    const float warp_m2 = warp_all_reduce_sum(q);
+    if constexpr (BLOCK == kWarpSize) {
+      mean = warp_mean;
+      m2 = warp_m2;
+    } else {
+      block_combine_moments<BLOCK>(warp_sum, warp_m2, scratch[phase], warp_count, a.inv_cols, mean, m2);
+      phase ^= 1;
+    }
+  }
+  const float rstd = rsqrtf(m2 * a.inv_cols + a.epsilon);
+  if (tid == 0) {
+    if (a.mean_out != nullptr) a.mean_out[row] = mean;
+    if (a.rstd_out != nullptr) a.rstd_out[row] = rstd;
+  }
+  if (!in_row) return;
+  if (a.sum_out != nullptr) store_pack(a.sum_out + base + col, float_to_pack<T>(s));
+  float g[VEC];
+  float b[VEC];
+  if (a.gamma_scalar) {
+    const float g0 = to_float(gamma[0]);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) g[j] = g0;
+  } else {
+    pack_to_float(gr, g);
+  }
+  if (beta_vector) {
+    pack_to_float(er, b);
+  } else {
+    const float b0 = beta != nullptr ? to_float(beta[0]) : 0.f;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) b[j] = b0;
+  }
+  float o[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) o[j] = (s[j] - mean) * rstd * g[j] + b[j];
+  store_pack(a.y + base + col, float_to_pack<T>(o));
+}
+
+template <typename T, int BLOCK>
+__global__ void __launch_bounds__(BLOCK, row_min_blocks(BLOCK, kRowPathRegs))
+    norm_row_kernel(const NormArgs<T> a) {
+  __shared__ float2 scratch[2][BLOCK / kWarpSize];  // alternating per reduction, see cuda_utils
+  int phase = 0;
+  for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    norm_row_one_vector<T, BLOCK>(a, row, scratch, phase);
   }
 }
 

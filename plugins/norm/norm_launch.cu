@@ -4,6 +4,9 @@
 //
 // Variant choice (VEC = 16 / sizeof(T): 4 floats or 8 halves; "vectorisable" =
 // cols % VEC == 0 and every pointer read or written per column 16-byte aligned):
+//   row      vectorisable, 32 * VEC < cols <= 128 * VEC (264..1024 for 16-bit types)
+//            and at most kRowMaxRowsPerSm rows per SM: one CTA per row, one vector
+//            per thread, parameters loaded with the row.
 //   warp     vectorisable, cols <= 32 * 4 * VEC (1024 for 16-bit types, 512 for fp32):
 //            one warp per row, 1, 2 or 4 vectors per lane.
 //   block    vectorisable, cols <= 1024 * 4 * VEC (32768 for 16-bit, 16384 for fp32):
@@ -16,6 +19,12 @@
 // a thread must keep ~64 bytes of loads in flight and the SM ~1024 threads, so
 // the fewest threads per row with 4 vectors each wins over wider CTAs; at 64
 // registers (4 x 16-byte vectors of row as floats plus addresses) 1024 threads fit.
+// That is the bandwidth-bound regime. With few rows per SM (BERT-base
+// SkipLayerNorm in the model: 128..16384 rows of 768, inputs fresh in L2 from the
+// previous GEMM) a row's dependent chain is the cost, and ORT's design (CTA per
+// row, cols / 8 threads, everything loaded up front) beat the warp path by
+// 7-25% (H100 per-kernel profile): hence the row path there.
+// norm_set_path forces a path for measurement (falls back where it cannot run).
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -34,7 +43,21 @@ namespace trt_fastops::norm {
 namespace {
 
 constexpr int kWarpRows = 4;        // rows (warps) per CTA on the warp path
-constexpr int kWarpMaxItems = 4;    // vectors per lane on the warp path: 1, 2 or 4
+constexpr int kWarpMaxItems = 4;    // vectors per lane on the warp path: 1, 2 or 4 (warp_fit: also 3)
+// Row path (CTA per row, a vector per thread): BLOCK = cols / VEC rounded up to
+// whole warps, up to kRowMaxBlock when forced (fp32 768/1024, fp16 up to 2048).
+constexpr int kRowMaxBlock = 256;
+// Automatic choice of the row path, where the warp path would run otherwise:
+//  * more than one warp's worth of vectors (nvec > 32): with a single warp per
+//    CTA the 32-CTAs-per-SM cap halves occupancy, and the warp path's 4-row CTAs
+//    don't have that problem;
+//  * at most kRowMaxRowsPerSm rows per SM. Evidence (H100, BERT-base in the
+//    model, fp16 768, skip + bias + sum): ORT's CTA-per-row kernel beat our warp
+//    path at 1, 4, 31 and 124 rows per SM (128..16384 rows); at 248 rows per SM
+//    (32768 rows, standalone) both sit at the memory floor, so the warp path
+//    stays there. 128 covers 16384 rows on 132 SMs; the lead's bench
+//    (scripts/bench_norms.py --bert) decides the final value.
+constexpr int kRowMaxRowsPerSm = 128;
 // Warp path, at most this many rows per SM: latency-bound (BERT batch 1: 128
 // rows), so per-column parameters load with the row (norm_kernels.cuh, EARLY).
 constexpr int kEarlyRowsPerSm = 8;
@@ -49,7 +72,9 @@ constexpr int64_t kMaxGrid = int64_t(1) << 16;  // CTAs; more rows go grid-strid
 constexpr int kStaticSmemReserve = 1024;
 constexpr int kDefaultSmem = 48 * 1024;  // available without opting in
 
-enum class Path { none, warp, block, generic_smem, generic_multipass, invalid };
+enum class Path { none, warp, row, block, generic_smem, generic_multipass, invalid };
+
+std::atomic<int> g_forced_path{int(NormPath::automatic)};  // norm_set_path
 
 struct Plan {
   Path path = Path::invalid;
@@ -83,35 +108,40 @@ bool vector_ok(const NormParams& p, int vec) {
 
 unsigned grid_for(int64_t ctas) { return static_cast<unsigned>(ctas < kMaxGrid ? ctas : kMaxGrid); }
 
-// optin_smem: the device's opt-in shared memory per CTA (decides cached vs multi-pass);
-// sms: the device's multiprocessors (0: unknown).
-Plan make_plan(const NormParams& p, int optin_smem, int sms) {
+Plan warp_plan(const NormParams& p, int64_t nvec, int sms, bool fit) {
   Plan plan;
-  if (!params_valid(p)) return plan;
-  if (p.rows == 0) {
-    plan.path = Path::none;
-    return plan;
-  }
-  const int vec = 16 / static_cast<int>(dtype_size(p.dtype));
-  if (vector_ok(p, vec)) {
-    const int64_t nvec = p.cols / vec;
-    if (nvec <= int64_t(kWarpSize) * kWarpMaxItems) {
-      plan.path = Path::warp;
-      plan.block = kWarpRows * kWarpSize;
-      plan.items = nvec <= kWarpSize ? 1 : nvec <= 2 * kWarpSize ? 2 : 4;
-      plan.grid = grid_for((p.rows + kWarpRows - 1) / kWarpRows);
-      plan.early = sms > 0 && p.rows <= int64_t(kEarlyRowsPerSm) * sms;
-      return plan;
-    }
-    if (nvec <= int64_t(kBlockMaxDim) * kBlockItems) {
-      plan.path = Path::block;
-      plan.items = kBlockItems;
-      plan.block = kBlockMinDim;
-      while (int64_t(plan.block) * kBlockItems < nvec) plan.block *= 2;
-      plan.grid = grid_for(p.rows);
-      return plan;
-    }
-  }
+  plan.path = Path::warp;
+  plan.block = kWarpRows * kWarpSize;
+  const int need = static_cast<int>((nvec + kWarpSize - 1) / kWarpSize);  // 1..4
+  // Powers of two by default (the measured set); warp_fit: exactly what the row needs.
+  plan.items = fit ? need : need <= 1 ? 1 : need <= 2 ? 2 : 4;
+  plan.grid = grid_for((p.rows + kWarpRows - 1) / kWarpRows);
+  plan.early = sms > 0 && p.rows <= int64_t(kEarlyRowsPerSm) * sms;
+  return plan;
+}
+
+Plan row_plan(const NormParams& p, int64_t nvec) {
+  Plan plan;
+  plan.path = Path::row;
+  plan.block = static_cast<int>((nvec + kWarpSize - 1) / kWarpSize) * kWarpSize;
+  plan.items = 1;
+  plan.early = true;
+  plan.grid = grid_for(p.rows);
+  return plan;
+}
+
+Plan block_plan(const NormParams& p, int64_t nvec) {
+  Plan plan;
+  plan.path = Path::block;
+  plan.items = kBlockItems;
+  plan.block = kBlockMinDim;
+  while (int64_t(plan.block) * kBlockItems < nvec) plan.block *= 2;
+  plan.grid = grid_for(p.rows);
+  return plan;
+}
+
+Plan generic_plan(const NormParams& p, int optin_smem) {
+  Plan plan;
   plan.block = p.cols <= kGenericSmallMaxCols ? kGenericSmallBlock : kGenericBlock;
   plan.grid = grid_for(p.rows);
   const int64_t cache_bytes = p.cols * int64_t(sizeof(float));
@@ -122,6 +152,48 @@ Plan make_plan(const NormParams& p, int optin_smem, int sms) {
     plan.path = Path::generic_multipass;
   }
   return plan;
+}
+
+// optin_smem: the device's opt-in shared memory per CTA (decides cached vs multi-pass);
+// sms: the device's multiprocessors (0: unknown); forced: norm_set_path's setting.
+Plan make_plan(const NormParams& p, int optin_smem, int sms, NormPath forced) {
+  if (!params_valid(p)) return Plan{};
+  if (p.rows == 0) {
+    Plan plan;
+    plan.path = Path::none;
+    return plan;
+  }
+  const int vec = 16 / static_cast<int>(dtype_size(p.dtype));
+  const bool vectors = vector_ok(p, vec);
+  const int64_t nvec = vectors ? p.cols / vec : 0;
+  const bool warp_fits = vectors && nvec <= int64_t(kWarpSize) * kWarpMaxItems;
+  const bool row_fits = vectors && nvec <= kRowMaxBlock;
+  const bool block_fits = vectors && nvec <= int64_t(kBlockMaxDim) * kBlockItems;
+  switch (forced) {  // a forced path that cannot run p falls through to the automatic choice
+    case NormPath::warp:
+      if (warp_fits) return warp_plan(p, nvec, sms, false);
+      break;
+    case NormPath::warp_fit:
+      if (warp_fits) return warp_plan(p, nvec, sms, true);
+      break;
+    case NormPath::row:
+      if (row_fits) return row_plan(p, nvec);
+      break;
+    case NormPath::block:
+      if (block_fits) return block_plan(p, nvec);
+      break;
+    case NormPath::generic:
+      return generic_plan(p, optin_smem);
+    case NormPath::automatic:
+      break;
+  }
+  if (warp_fits) {
+    const bool few_rows = sms > 0 && p.rows <= int64_t(kRowMaxRowsPerSm) * sms;
+    if (nvec > kWarpSize && few_rows) return row_plan(p, nvec);
+    return warp_plan(p, nvec, sms, false);
+  }
+  if (block_fits) return block_plan(p, nvec);
+  return generic_plan(p, optin_smem);
 }
 
 template <typename T>
@@ -154,12 +226,17 @@ cudaError_t launch_plan(const NormParams& p, const Plan& plan, cudaStream_t stre
     const NormArgs<T> args = make_args<T>(p);
     switch (plan.path) {
       case Path::warp:
-        return dispatch_int<1, 2, 4>(plan.items, [&](auto ITEMS) {
+        return dispatch_int<1, 2, 3, 4>(plan.items, [&](auto ITEMS) {
           return dispatch_bool(plan.early, [&](auto EARLY) {
             norm_warp_kernel<T, ITEMS.value, kWarpRows, EARLY.value>
                 <<<plan.grid, kWarpRows * kWarpSize, 0, stream>>>(args);
             return cudaGetLastError();
           });
+        });
+      case Path::row:
+        return dispatch_block_dim<32, 64, 96, 128, 160, 192, 224, kRowMaxBlock>(plan.block, [&](auto BLOCK) {
+          norm_row_kernel<T, BLOCK.value><<<plan.grid, BLOCK.value, 0, stream>>>(args);
+          return cudaGetLastError();
         });
       case Path::block:
         return dispatch_block_dim<64, 128, 256, 512, 1024>(plan.block, [&](auto BLOCK) {
@@ -212,8 +289,11 @@ cudaError_t launch_norm(const NormParams& p, cudaStream_t stream) {
   const cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   const int optin_smem = device_smem_optin(device);
-  return launch_plan(p, make_plan(p, optin_smem, current_device_sms()), stream, device, optin_smem);
+  const auto forced = NormPath(g_forced_path.load(std::memory_order_relaxed));
+  return launch_plan(p, make_plan(p, optin_smem, current_device_sms(), forced), stream, device, optin_smem);
 }
+
+NormPath norm_set_path(NormPath path) { return NormPath(g_forced_path.exchange(int(path))); }
 
 const char* norm_kernel_name(const NormParams& p) {
   if (!params_valid(p)) return "invalid";
@@ -225,7 +305,8 @@ const char* norm_kernel_name(const NormParams& p) {
   } else {
     cudaGetLastError();
   }
-  const Plan plan = make_plan(p, optin_smem, current_device_sms());
+  const Plan plan = make_plan(p, optin_smem, current_device_sms(),
+                              NormPath(g_forced_path.load(std::memory_order_relaxed)));
   const std::string t = type_name(p.dtype);
   const int vec = 16 / static_cast<int>(dtype_size(p.dtype));
   switch (plan.path) {
@@ -233,6 +314,8 @@ const char* norm_kernel_name(const NormParams& p) {
       return intern("norm_warp<" + t + ",vec" + std::to_string(vec) + ",items" +
                     std::to_string(plan.items) + ",rows" + std::to_string(kWarpRows) +
                     (plan.early ? ",early>" : ">"));
+    case Path::row:
+      return intern("norm_row<" + t + ",vec" + std::to_string(vec) + ",block" + std::to_string(plan.block) + ">");
     case Path::block:
       return intern("norm_block<" + t + ",vec" + std::to_string(vec) + ",items" +
                     std::to_string(plan.items) + ",block" + std::to_string(plan.block) + ">");

@@ -4,6 +4,7 @@
 //   _C.norm_forward("layer", "float16", x_ptr, gamma_ptr, y_ptr, rows, cols,
 //                   skip=..., beta=..., mean_out=..., epsilon=1e-5, stream=s)
 //   _C.norm_kernel_name(<same arguments>)  -> "norm_block<float16,vec8,items4,block256>"
+//   _C.norm_set_path("row")                 -> "auto" (the previous setting)
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -97,6 +98,18 @@ std::string norm_kernel_name(const std::string& kind, const std::string& dtype, 
                                             mean_out, rstd_out, epsilon));
 }
 
+// norm_set_path's names, indexed by norm::NormPath.
+constexpr const char* kPathNames[] = {"auto", "warp", "warp_fit", "row", "block", "generic"};
+
+std::string norm_set_path(const std::string& path) {
+  constexpr int count = int(sizeof(kPathNames) / sizeof(kPathNames[0]));
+  for (int i = 0; i < count; ++i) {
+    if (path == kPathNames[i]) return kPathNames[int(norm::norm_set_path(norm::NormPath(i)))];
+  }
+  throw py::value_error("norm_set_path: path must be 'auto', 'warp', 'warp_fit', 'row', 'block' or 'generic', got '" +
+                        path + "'");
+}
+
 }  // namespace
 
 void register_norm_bindings(py::module_& m) {
@@ -120,6 +133,15 @@ void register_norm_bindings(py::module_& m) {
         py::arg("gamma_scalar") = false, py::arg("beta_scalar") = false, py::arg("sum_out") = 0,
         py::arg("mean_out") = 0, py::arg("rstd_out") = 0, py::arg("epsilon") = 1e-5,
         py::arg("stream") = 0);
+  m.def("norm_set_path", &norm_set_path,
+        "Benchmark / test hook, process-wide from now on (every caller of the norm launcher: ops,\n"
+        "ORT op, TensorRT plugin): which kernel path norm_forward and norm_kernel_name take.\n"
+        "'auto' (the launcher's rule), 'warp' (a warp per row, 1/2/4 vectors per lane), 'warp_fit'\n"
+        "(the same with exactly the vectors a row needs, e.g. 3 at 768 halves), 'row' (a CTA per row,\n"
+        "one vector per thread), 'block' (a CTA per row, 4 vectors per thread) or 'generic' (scalar\n"
+        "loads). A forced path that cannot run the arguments (alignment, cols) falls back to 'auto'.\n"
+        "Returns the previous setting.",
+        py::arg("path"));
 }
 
 }  // namespace trt_fastops::python

@@ -4,11 +4,13 @@ Every case compares all output elements with a float64 reference computed from
 the same (rounded) inputs; outputs are filled with NaN before each run, so an
 element the kernel forgets to write fails. Inputs are random with per-row means
 and scales (mean subtraction matters), never zeros. Which kernel variant runs
-is asserted for a set of cases so the warp, block, generic-smem and
-generic-multipass paths are each covered (see plugins/norm/norm_launch.cu).
+is asserted for a set of cases so the row, warp, block, generic-smem and
+generic-multipass paths are each covered (see plugins/norm/norm_launch.cu), and
+every path is also forced through _C.norm_set_path and checked the same way.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -33,9 +35,34 @@ ROWS = [1, 2, 7, 64, 1003]
 MAX_ELEMENTS = 1 << 23  # per sweep case, so the sweep stays fast
 
 
+PATHS = ["warp", "warp_fit", "row", "block", "generic"]  # _C.norm_set_path's forced paths
+# Mirror of kRowMaxRowsPerSm in plugins/norm/norm_launch.cu: the automatic choice takes
+# the row path (CTA per row) up to this many rows per SM for 32 < cols / VEC <= 128.
+ROW_MAX_ROWS_PER_SM = 128
+A16 = 1 << 20  # a stand-in device address, 16-byte aligned: norm_kernel_name reads only alignment
+
+
 def _cuda_ok():
     if not torch.cuda.is_available():
         pytest.skip("torch sees no CUDA device")
+
+
+@contextlib.contextmanager
+def _forced_path(path):
+    """_C.norm_set_path(path) for the duration of the block (process-wide), then the previous setting."""
+    prev = _C.norm_set_path(path)
+    try:
+        yield
+    finally:
+        _C.norm_set_path(prev)
+
+
+@pytest.fixture(autouse=True)
+def _auto_path():
+    """Every test starts and ends on the automatic choice, whatever a failing test left."""
+    _C.norm_set_path("auto")
+    yield
+    _C.norm_set_path("auto")
 
 
 def _alloc(shape, dtype, misalign: bool):
@@ -161,18 +188,21 @@ def test_rows(dtype, rows):
 
 
 # The warp path loads bias / gamma / beta with the row on short grids (",early")
-# and after the statistics on long ones: every feature on both.
+# and after the statistics on long ones: every feature on both, with the power-of-two
+# items (4 at 768 halves) and the exactly fitting ones (warp_fit: 3).
+@pytest.mark.parametrize("path,items", [("warp", 4), ("warp_fit", 3)])
 @pytest.mark.parametrize("rows", [14, 8 * 132 + 7 * 40])
 @pytest.mark.parametrize("feature", ["skip_bcast_bias_sum", "scalar_gamma_beta", "bias_no_beta"])
 @pytest.mark.parametrize("kind", ["layer", "rms"])
-def test_warp_early_and_late(kind, feature, rows):
+def test_warp_early_and_late(kind, feature, rows, path, items):
     opts = dict(FEATURES[feature])
     if kind == "rms":
         opts.pop("beta", None)
         opts.pop("beta_scalar", None)
-    _run_case(kind, "float16", rows, 768, seed=rows, expect_kernel="norm_warp<float16,vec8,items4", **opts)
-    x = torch.empty((rows, 768), dtype=torch.float16, device="cuda")
-    name = _C.norm_kernel_name(kind, "float16", x.data_ptr(), x.data_ptr(), x.data_ptr(), rows, 768)
+    with _forced_path(path):
+        _run_case(kind, "float16", rows, 768, seed=rows, expect_kernel=f"norm_warp<float16,vec8,items{items}", **opts)
+        x = torch.empty((rows, 768), dtype=torch.float16, device="cuda")
+        name = _C.norm_kernel_name(kind, "float16", x.data_ptr(), x.data_ptr(), x.data_ptr(), rows, 768)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert name.endswith(",early>") == (rows <= 8 * sms), name
 
@@ -218,13 +248,16 @@ def test_features(dtype, kind, cols, feature):
 
 
 # (dtype, cols, misalign, expected kernel prefix): every variant the launcher has.
+# 21 rows: few rows per SM, so 32 < cols / VEC <= 128 takes the row path.
 KERNEL_CASES = [
     ("float16", 256, (), "norm_warp<float16,vec8,items1"),
-    ("float16", 512, (), "norm_warp<float16,vec8,items2"),
-    ("bfloat16", 768, (), "norm_warp<bfloat16,vec8,items4"),
-    ("float16", 1024, (), "norm_warp<float16,vec8,items4"),
+    ("float16", 264, (), "norm_row<float16,vec8,block64>"),
+    ("float16", 512, (), "norm_row<float16,vec8,block64>"),
+    ("bfloat16", 768, (), "norm_row<bfloat16,vec8,block96>"),
+    ("float16", 1000, (), "norm_row<float16,vec8,block128>"),
+    ("float16", 1024, (), "norm_row<float16,vec8,block128>"),
     ("float32", 128, (), "norm_warp<float32,vec4,items1"),
-    ("float32", 512, (), "norm_warp<float32,vec4,items4"),
+    ("float32", 512, (), "norm_row<float32,vec4,block128>"),
     ("float16", 2048, (), "norm_block<float16,vec8,items4,block64>"),
     ("bfloat16", 4096, (), "norm_block<bfloat16,vec8,items4,block128>"),
     ("float16", 5120, (), "norm_block<float16,vec8,items4,block256>"),
@@ -249,6 +282,117 @@ KERNEL_CASES = [
                          ids=[f"{d}-{c}-{'-'.join(m) or 'aligned'}" for d, c, m, _ in KERNEL_CASES])
 def test_kernel_choice(dtype, cols, misalign, expect):
     _run_case("layer", dtype, 21, cols, misalign=misalign, want_stats=True, seed=cols, expect_kernel=expect)
+
+
+def test_auto_row_threshold():
+    """The automatic choice by rows per SM and cols (only norm_kernel_name: nothing runs)."""
+    _cuda_ok()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    limit = ROW_MAX_ROWS_PER_SM * sms
+
+    def name(dtype, rows, cols, **kw):
+        return _C.norm_kernel_name("layer", dtype, A16, A16, A16, rows, cols, **kw)
+
+    skip = dict(skip=A16, skip_rows=1, bias=A16, beta=A16, sum_out=A16)  # BERT SkipLayerNorm
+    for rows in (1, 128, 512, 4096, limit):
+        assert name("float16", rows, 768, **skip) == "norm_row<float16,vec8,block96>", rows
+    assert name("float16", limit + 1, 768, **skip).startswith("norm_warp<float16,vec8,items4,rows4>")
+    assert name("float16", limit, 1024) == "norm_row<float16,vec8,block128>"
+    assert name("float16", limit + 4, 1024).startswith("norm_warp<float16,vec8,items4")
+    assert name("bfloat16", 64, 256).startswith("norm_warp<bfloat16,vec8,items1")  # one warp's worth: warp path
+    assert name("float16", 64, 264) == "norm_row<float16,vec8,block64>"
+    assert name("float32", 64, 768).startswith("norm_block<float32,vec4,items4,block64>")  # past the warp range
+    assert name("float16", 64, 2048).startswith("norm_block<float16,vec8,items4,block64>")
+    assert name("float16", 64, 768, skip=A16 + 2, skip_rows=1).startswith("norm_generic_smem")  # misaligned
+
+
+def test_set_path_api():
+    _cuda_ok()
+    assert _C.norm_set_path("row") == "auto"
+    for path in PATHS + ["auto"]:
+        _C.norm_set_path(path)
+    assert _C.norm_set_path("warp_fit") == "auto"
+    assert _C.norm_set_path("auto") == "warp_fit"
+    with pytest.raises(ValueError, match="norm_set_path: path must be"):
+        _C.norm_set_path("fastest")
+    assert _C.norm_set_path("auto") == "auto"  # a rejected name changes nothing
+
+
+def _expected_kernel(path, dtype, rows, cols, misalign=()):
+    """Kernel prefix norm_kernel_name must report with `path` forced; None where the
+    path cannot run these arguments (then the automatic choice runs)."""
+    vec = 4 if dtype == "float32" else 8
+    if misalign or cols % vec:
+        return "norm_generic" if path == "generic" else None
+    nvec = cols // vec
+    head = f"{dtype},vec{vec}"
+    if path in ("warp", "warp_fit"):
+        if nvec > 128:
+            return None
+        need = -(-nvec // 32)
+        items = need if path == "warp_fit" else {1: 1, 2: 2, 3: 4, 4: 4}[need]
+        return f"norm_warp<{head},items{items},rows4"
+    if path == "row":
+        return f"norm_row<{head},block{-(-nvec // 32) * 32}>" if nvec <= 256 else None
+    if path == "block":
+        block = 64
+        while block * 4 < nvec:
+            block *= 2
+        return f"norm_block<{head},items4,block{block}>" if nvec <= 4096 else None
+    return "norm_generic_smem<"
+
+
+def _run_forced(path, kind, dtype, rows, cols, seed, **opts):
+    expect = _expected_kernel(path, dtype, rows, cols, opts.get("misalign", ()))
+    if expect is None:  # falls back: the automatic choice, by name
+        x = _alloc((rows, cols), DTYPES[dtype], "x" in opts.get("misalign", ()))
+        auto = _C.norm_kernel_name(kind, dtype, x.data_ptr(), A16, A16, rows, cols)
+        with _forced_path(path):
+            assert _C.norm_kernel_name(kind, dtype, x.data_ptr(), A16, A16, rows, cols) == auto
+        expect = auto
+    with _forced_path(path):
+        return _run_case(kind, dtype, rows, cols, seed=seed, expect_kernel=expect, **opts)
+
+
+# Every forced path at BERT's hidden size with every feature (the misaligned ones fall
+# back to the generic path), on row counts that are not multiples of 32 or of 4.
+@pytest.mark.parametrize("rows", [37, 1031])
+@pytest.mark.parametrize("feature", list(FEATURES))
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("path", PATHS)
+def test_forced_path_768(path, dtype, kind, feature, rows):
+    opts = dict(FEATURES[feature])
+    if kind == "rms":
+        opts.pop("beta", None)
+        opts.pop("beta_scalar", None)
+    if feature == "skip_bcast_bias_sum":
+        opts["want_stats"] = True
+    _run_forced(path, kind, dtype, rows, 768, seed=rows + len(feature), **opts)
+
+
+# Every forced path over column counts: one vector (row: one warp, no barrier), one
+# warp's worth plus one (partial second warp), partial last warps at 520 / 1000
+# halves, exact 1024, and 2048 (row path: 256 threads; warp path: falls back).
+FORCED_COLS = [8, 264, 520, 768, 1000, 1024, 2048]
+
+
+@pytest.mark.parametrize("cols", FORCED_COLS)
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("path", PATHS)
+def test_forced_path_cols(path, dtype, kind, cols):
+    _run_forced(path, kind, dtype, 63, cols, seed=cols, skip="bcast", bias=True, want_sum=True,
+                want_stats=True, beta=kind == "layer")
+
+
+# More rows than the grid cap (65536 CTAs): rows go grid-stride, and the row path's
+# two shared arrays alternate between a CTA's rows (a race there shows as wrong stats).
+@pytest.mark.parametrize("kind", ["layer", "rms"])
+@pytest.mark.parametrize("cols", [264, 768])
+def test_forced_row_grid_stride(kind, cols):
+    _run_forced("row", kind, "float16", 2 * 65536 + 7 * 11, cols, seed=cols, skip="bcast", bias=True,
+                want_sum=True, want_stats=True)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -339,7 +483,7 @@ def test_cuda_graph_capture():
     gen = torch.Generator(device="cuda")
     gen.manual_seed(7)
     cases = []
-    for cols in (1024, 8192, 30001):  # warp, block, generic smem (30001 * 4 bytes > 48 KB)
+    for cols in (1024, 8192, 30001):  # row, block, generic smem (30001 * 4 bytes > 48 KB)
         x = _fill(torch.empty((33, cols), dtype=dt, device="cuda"), gen, row_stats=True)
         g = _fill(torch.empty(cols, dtype=dt, device="cuda"), gen, mean=1.0, scale=0.5)
         y = torch.full_like(x, float("nan"))
