@@ -434,8 +434,8 @@ def expected_gelu_kernel(dtype, m, n, k, bias, aligned=True):
     if hopper_build() and dtype in ("float16", "bfloat16") and k % 8 == 0 and n % 8 == 0 and aligned:
         sms = _C.devices()[0]["multiprocessors"]
         large_tiles = -(-m // 128) * -(-n // 256)
-        tile = "pp_64x128" if m <= 512 or large_tiles < sms else "coop_128x256"
-        return f"cutlass_sm90_gelu<{dtype},{tile}>"
+        if m <= 512 or large_tiles >= sms:
+            return f"cutlass_sm90_gelu<{dtype},{'pp_64x64' if m <= 512 else 'coop_128x256'}>"
     return "cublaslt_bias+gelu" if bias else "cublaslt+gelu"
 
 
@@ -466,7 +466,8 @@ GELU_BERT = [(m, k, n) for m in (128, 4096, 16384) for k, n in ((768, 3072), (30
 def test_cuda_gelu_bert_shapes(ort_ep, m, k, n, dtype, bias):
     """BERT-base's MLP: FFN up (768 -> 3072, where BiasGelu follows) and down (3072 -> 768), from
     one 128-token sequence to 16384 tokens; W and bias initializers (the rewriter's form). On an
-    H100: the CUTLASS path, small tile for M = 128 and for 4096 x 768 (96 large tiles < 132 SMs)."""
+    H100: the 64x64 ping-pong tile for M = 128, the fallback for 4096 x 768 (96 large tiles < 132
+    SMs), the 128x256 cooperative tile from 16384 x 768 up."""
     if not ON_CUDA and m * k * n > 128 * 768 * 3072:
         pytest.skip("CPU stand-in: the float64 CPU op is too slow at this size")
     assert_gelu_kernel(dtype, m, n, k, bias)
@@ -488,7 +489,7 @@ GELU_SHAPES = [  # (X shape, N, dtype)
     ((200, 768), 3072, "bfloat16"),   # partial M tile (small tile)
     ((300, 64), 200, "float16"),      # partial N tile, K = one k-block
     ((256, 72), 512, "float16"),      # K = 72: a partial k-block (TMA fills zeros)
-    ((520, 256), 1024, "bfloat16"),   # M > 512, but few large tiles: small tile
+    ((520, 256), 1024, "bfloat16"),   # M > 512, but few large tiles: fallback
     ((4100, 768), 3072, "float16"),   # large tile, partial M tile
 ]
 
@@ -630,7 +631,7 @@ def test_cuda_gelu_forced_paths(dtype, path, shape):
 @pytest.mark.parametrize("x_shape", [(64, 768), (2048, 768)], ids=["m64", "m2048"])
 def test_cuda_gelu_graph_replays(ort_ep, x_shape, dtype, bias):
     """test_cuda_graph_replays with activation "gelu" and N = 3072 (BERT's FFN up): on an H100 the
-    CUTLASS kernels (small tile at M = 64, large at M = 2048: 192 tiles) captured and replayed with
+    CUTLASS kernels (64x64 tile at M = 64, 128x256 at M = 2048: 192 tiles) captured and replayed with
     new inputs each run."""
     if not ON_CUDA and x_shape[0] > 64:
         pytest.skip("CPU stand-in: the float64 CPU op is too slow at this size")
