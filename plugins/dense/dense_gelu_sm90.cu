@@ -1,10 +1,11 @@
 // Dense's sm_90a GEMM for activation "gelu" (design: dense_gelu_sm90.h):
 // CUTLASS 3.x CollectiveBuilder kernels computing Y = GELU(X · W + bias) with
 // the bias and the exact erf GELU in the epilogue (an epilogue visitor tree:
-// fusion::LinCombPerColBiasEltAct<thread::GELU>), float32 accumulation and
-// epilogue math, one rounding to Y's dtype. thread::GELU<float> is
-// 0.5 v (1 + erff(v / sqrt 2)), the erf form (cutlass/epilogue/thread/activation.h),
-// the same float expression as our fallback kernel (dense_gelu.cuh).
+// fusion::LinCombPerColBiasEltAct<GeluErf>), float32 accumulation and
+// epilogue math, one rounding to Y's dtype. GeluErf is our gelu_erf
+// (dense_gelu.cuh: 0.5 v (1 + erf(v / sqrt 2)) with erf to 1.5e-7), the same
+// float expression as our fallback kernel; CUTLASS's thread::GELU calls erff,
+// whose longer dependent chain the tensor cores would wait on.
 //
 // Layouts, in CUTLASS's (M, N, K) view of our row-major tensors:
 //   A = X [M, K] row-major: layout tag RowMajor, K-major.
@@ -60,7 +61,6 @@
 #include <cutlass/half.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/epilogue/fusion/operations.hpp>
-#include <cutlass/epilogue/thread/activation.h>
 #include <cutlass/gemm/collective/collective_builder.hpp>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
 #include <cutlass/gemm/dispatch_policy.hpp>
@@ -70,6 +70,7 @@
 
 #include "plugins/common/cuda_status.h"
 #include "plugins/common/smem_optin.h"
+#include "plugins/dense/dense_gelu.cuh"
 
 namespace trt_fastops::dense {
 namespace {
@@ -77,6 +78,21 @@ namespace {
 constexpr DenseSm90Tile TILE = DenseSm90Tile::TRT_FASTOPS_DENSE_SM90_TILE;
 constexpr DenseSm90TileInfo INFO = dense_sm90_tile_info(TILE);
 static_assert(!(INFO.pingpong && INFO.stream_k), "CUTLASS has no ping-pong stream-K kernel");
+
+// The epilogue's activation (CUTLASS applies it to a fragment at a time).
+template <class T>
+struct GeluErf {
+  CUTLASS_HOST_DEVICE T operator()(T const& v) const { return T(gelu_erf(float(v))); }
+};
+template <class T, int N>
+struct GeluErf<cutlass::Array<T, N>> {
+  CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& v) const {
+    cutlass::Array<T, N> y;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = T(gelu_erf(float(v[i])));
+    return y;
+  }
+};
 
 // One GEMM + bias + GELU kernel for this file's tile. ELEMENT:
 // cutlass::half_t / bfloat16_t (X, W, bias and Y).
@@ -97,7 +113,7 @@ struct GeluGemm {
   using Layout = cutlass::layout::RowMajor;
 
   using FusionOp = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<
-      cutlass::epilogue::thread::GELU, Element /*D*/, ElementCompute, Element /*bias*/, Element /*C: unused*/,
+      GeluErf, Element /*D*/, ElementCompute, Element /*bias*/, Element /*C: unused*/,
       ElementCompute /*alpha, beta*/>;
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
