@@ -29,7 +29,6 @@
 #include <cuda.h>  // CUtensorMap (the type only; maps are encoded on the host)
 
 #include "plugins/attention/attention_hopper.cuh"
-#include "plugins/common/cuda_utils.cuh"
 #include "plugins/common/hopper.cuh"
 
 namespace trt_fastops::attention {
@@ -48,7 +47,6 @@ struct HopperWsConfig {
   static constexpr int BLOCKS_PER_SM = 1, THREADS = NUM_WARPS * 32, NUM_STAGES = STAGES, NUM_CONSUMERS = CONSUMERS;
   static constexpr bool PING_PONG = PINGPONG;
   static constexpr bool PERSISTENT = true;  // a CTA per SM walks the tiles
-  static constexpr bool PDL = true;         // the kernel starts with pdl_wait (common/pdl.h)
   // 65536 registers per SM: 128 * 24 + 256 * 240, or 128 * 32 + 384 * 160.
   static constexpr int PRODUCER_REGISTERS = CONSUMERS == 2 ? 24 : 32;
   static constexpr int CONSUMER_REGISTERS = CONSUMERS == 2 ? 240 : 160;
@@ -132,10 +130,6 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
     mbar_init_fence();
   }
   __syncthreads();
-  // Launched with PDL (attention_launch_common.cuh): the setup above overlaps
-  // the previous kernel's end; no global memory is touched before this.
-  pdl_wait();
-  pdl_launch_dependents();
 
   if (warp < 4) {
     // Producer. Use u of a buffer (u = 0, 1, ...) first waits for the

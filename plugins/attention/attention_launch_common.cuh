@@ -17,7 +17,6 @@
 #include "plugins/attention/attention.h"
 #include "plugins/attention/attention_kernels.cuh"
 #include "plugins/common/dispatch.cuh"
-#include "plugins/common/pdl.h"
 #include "plugins/common/smem_optin.h"
 #include "plugins/common/status.h"
 
@@ -119,15 +118,8 @@ inline cudaError_t current_launch_device(LaunchDevice* d) {
   return cudaSuccess;
 }
 
-// Whether CFG's kernel starts with pdl_wait, so may be launched with PDL
-// (CFG::PDL; absent: no).
-template <typename CFG, typename = void>
-struct config_pdl : std::false_type {};
-template <typename CFG>
-struct config_pdl<CFG, std::void_t<decltype(CFG::PDL)>> : std::bool_constant<CFG::PDL> {};
-
 // Launches one kernel instantiation (KERNEL is its address, so each gets its
-// own once-per-device shared-memory opt-in and PDL check).
+// own once-per-device shared-memory opt-in).
 // Extra kernel arguments (the TMA maps of the warp-specialised kernel) follow FlashArgs.
 template <typename CFG, auto KERNEL, typename... Extra>
 cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const Extra&... extra) {
@@ -154,14 +146,8 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       a.lpt_heads = int(std::clamp<int64_t>((int64_t(section_mib) << 20) / kv_head_bytes, 1, a.bh_count));
     }
   }
-  if constexpr (config_pdl<CFG>::value) {
-    static std::atomic<uint64_t> pdl_cache{0};
-    return launch_maybe_pdl(kernel, dim3(unsigned(blocks)), dim3(CFG::THREADS), CFG::SMEM_BYTES, stream,
-                            pdl_allowed(kernel, dev.index, pdl_cache), a, extra...);
-  } else {
-    kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
-    return cudaGetLastError();
-  }
+  kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
+  return cudaGetLastError();
 }
 
 // "flash_fwd<float16,d128,m128,n64,w4,b2>" (the config's NAME); ",masked" / ",unaligned" mark those variants.

@@ -27,22 +27,6 @@ __device__ __forceinline__ T* opaque_ptr(T* p) {
   return p;
 }
 
-// Programmatic dependent launch (host side and contract: common/pdl.h).
-// pdl_wait: block until the kernel before this one on the stream has completed
-// and its writes are visible; call it before the first global-memory access.
-// pdl_launch_dependents: let the next PDL kernel be dispatched now. Both are
-// no-ops below sm_90 and in kernels launched without the attribute.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 // ---------------------------------------------------------------------------
 // Scalar conversions (float math for every element type).
 

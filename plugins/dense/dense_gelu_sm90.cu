@@ -47,9 +47,6 @@
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "dense_gelu_sm90.cu must be compiled for sm_90a only (CMake targets trt_fastops_dense_sm90_<tile>)"
 #endif
-#ifndef CUTLASS_ENABLE_GDC_FOR_SM90
-#error "compile dense_gelu_sm90.cu with -DCUTLASS_ENABLE_GDC_FOR_SM90 (its launches use PDL)"
-#endif
 #ifndef TRT_FASTOPS_DENSE_SM90_TILE
 #error "compile dense_gelu_sm90.cu with -DTRT_FASTOPS_DENSE_SM90_TILE=<DenseSm90Tile enumerator>"
 #endif
@@ -72,7 +69,6 @@
 #include <cutlass/kernel_hardware_info.h>
 
 #include "plugins/common/cuda_status.h"
-#include "plugins/common/pdl.h"
 #include "plugins/common/smem_optin.h"
 #include "plugins/dense/dense_gelu.cuh"
 
@@ -197,10 +193,7 @@ Status run_gemm(const DenseParams& p, int device, int sm_count, cudaStream_t str
                           int(Kernel::SharedStorageSize), " bytes of shared memory failed: ", cuda_error_string(err));
   }
   typename Kernel::Params params = Kernel::to_underlying_arguments(args, ws);
-  // The launch (a launch error comes back as kErrorInternal), with PDL where
-  // allowed: CMake compiles these kernels with CUTLASS_ENABLE_GDC_FOR_SM90, so
-  // their load warps wait for the previous kernel before reading (common/pdl.h).
-  s = Gemm::run(params, stream, nullptr, pdl_enabled_by_env());
+  s = Gemm::run(params, stream);  // the launch; reports a launch error as kErrorInternal
   if (s != cutlass::Status::kSuccess) return fail("run", s);
   return Status::ok();
 }

@@ -276,8 +276,6 @@ template <typename T, int ITEMS, int WARPS, bool EARLY = false>
 __global__ void __launch_bounds__(WARPS* kWarpSize,
                                   norm_min_blocks(WARPS* kWarpSize, warp_path_regs(ITEMS* Pack<T>::N, EARLY)))
     norm_warp_kernel(const NormArgs<T> a) {
-  pdl_wait();  // launched with PDL (norm_launch.cu): nothing global before this
-  pdl_launch_dependents();
   const int lane = threadIdx.x % kWarpSize;
   const int64_t stride = int64_t(gridDim.x) * WARPS;
   int phase = 0;  // unused: no shared memory on this path
@@ -292,8 +290,6 @@ template <typename T, int BLOCK, int ITEMS>
 __global__ void __launch_bounds__(BLOCK, norm_min_blocks(BLOCK, block_path_regs(ITEMS* Pack<T>::N)))
     norm_block_kernel(const NormArgs<T> a) {
   __shared__ float2 scratch[2][BLOCK / kWarpSize];  // alternating per reduction, see cuda_utils
-  pdl_wait();
-  pdl_launch_dependents();
   int phase = 0;
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     norm_row_in_registers<T, ITEMS, BLOCK>(a, row, threadIdx.x, scratch, phase);
@@ -411,8 +407,6 @@ template <typename T, int BLOCK>
 __global__ void __launch_bounds__(BLOCK, row_min_blocks(BLOCK, kRowPathRegs))
     norm_row_kernel(const NormArgs<T> a) {
   __shared__ float2 scratch[2][BLOCK / kWarpSize];  // alternating per reduction, see cuda_utils
-  pdl_wait();
-  pdl_launch_dependents();
   int phase = 0;
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
     norm_row_one_vector<T, BLOCK>(a, row, scratch, phase);
@@ -447,8 +441,6 @@ __global__ void __launch_bounds__(BLOCK, norm_min_blocks(BLOCK, 64)) norm_generi
   constexpr int STEP = BLOCK * UNROLL;
   extern __shared__ float row_cache[];  // [cols] when CACHE
   __shared__ float scratch[2][BLOCK / kWarpSize];
-  pdl_wait();
-  pdl_launch_dependents();
   int phase = 0;
   auto reduce = [&](float v) {
     const float r = block_all_reduce_sum<BLOCK>(v, scratch[phase]);

@@ -35,7 +35,6 @@
 #include "plugins/common/cuda_utils.cuh"
 #include "plugins/common/dispatch.cuh"
 #include "plugins/common/device.h"
-#include "plugins/common/pdl.h"
 #include "plugins/common/smem_optin.h"
 #include "plugins/norm/norm.h"
 #include "plugins/norm/norm_kernels.cuh"
@@ -220,14 +219,6 @@ NormArgs<T> make_args(const NormParams& p) {
   return a;
 }
 
-// Every norm kernel starts with pdl_wait, so each launch may use PDL
-// (common/pdl.h): short BERT-sized grids start while the GEMM before them ends.
-template <auto KERNEL, typename ARGS>
-cudaError_t launch(unsigned grid, int block, size_t smem, cudaStream_t stream, int device, const ARGS& args) {
-  static std::atomic<uint64_t> pdl_cache{0};  // per kernel
-  return launch_maybe_pdl(KERNEL, grid, block, smem, stream, pdl_allowed(KERNEL, device, pdl_cache), args);
-}
-
 cudaError_t launch_plan(const NormParams& p, const Plan& plan, cudaStream_t stream, int device,
                         int optin_smem) {
   return dispatch_dtype(p.dtype, [&](auto tag) -> cudaError_t {
@@ -237,24 +228,26 @@ cudaError_t launch_plan(const NormParams& p, const Plan& plan, cudaStream_t stre
       case Path::warp:
         return dispatch_int<1, 2, 3, 4>(plan.items, [&](auto ITEMS) {
           return dispatch_bool(plan.early, [&](auto EARLY) {
-            return launch<norm_warp_kernel<T, ITEMS.value, kWarpRows, EARLY.value>>(
-                plan.grid, kWarpRows * kWarpSize, 0, stream, device, args);
+            norm_warp_kernel<T, ITEMS.value, kWarpRows, EARLY.value>
+                <<<plan.grid, kWarpRows * kWarpSize, 0, stream>>>(args);
+            return cudaGetLastError();
           });
         });
       case Path::row:
         return dispatch_block_dim<32, 64, 96, 128, 160, 192, 224, kRowMaxBlock>(plan.block, [&](auto BLOCK) {
-          return launch<norm_row_kernel<T, BLOCK.value>>(plan.grid, BLOCK.value, 0, stream, device, args);
+          norm_row_kernel<T, BLOCK.value><<<plan.grid, BLOCK.value, 0, stream>>>(args);
+          return cudaGetLastError();
         });
       case Path::block:
         return dispatch_block_dim<64, 128, 256, 512, 1024>(plan.block, [&](auto BLOCK) {
-          return launch<norm_block_kernel<T, BLOCK.value, kBlockItems>>(plan.grid, BLOCK.value, 0, stream, device,
-                                                                        args);
+          norm_block_kernel<T, BLOCK.value, kBlockItems><<<plan.grid, BLOCK.value, 0, stream>>>(args);
+          return cudaGetLastError();
         });
       case Path::generic_smem:
       case Path::generic_multipass:
         return dispatch_bool(plan.path == Path::generic_smem, [&](auto CACHE) {
           return dispatch_block_dim<kGenericSmallBlock, kGenericBlock>(plan.block, [&](auto BLOCK) {
-            constexpr auto kernel = norm_generic_kernel<T, BLOCK.value, CACHE.value>;
+            auto* kernel = norm_generic_kernel<T, BLOCK.value, CACHE.value>;
             if constexpr (CACHE.value) {
               if (plan.smem > size_t(kDefaultSmem)) {
                 // The device's whole opt-in, not this launch's size: concurrent
@@ -264,7 +257,8 @@ cudaError_t launch_plan(const NormParams& p, const Plan& plan, cudaStream_t stre
                 if (err != cudaSuccess) return err;
               }
             }
-            return launch<kernel>(plan.grid, BLOCK.value, plan.smem, stream, device, args);
+            kernel<<<plan.grid, BLOCK.value, plan.smem, stream>>>(args);
+            return cudaGetLastError();
           });
         });
       case Path::none:
