@@ -27,8 +27,9 @@ Torch eager is not measured: the zoo's models are built with onnx.helper, not ex
 Correctness: every variant's output is compared with the first variant's (ort, the original
 graph on the CUDA EP) before it is timed: max |a - b| / (1 + |b|) <= --tol. A mismatch is
 reported (row "errors", exit status 1) and the variant is still timed.
-Timing: wall clock of run() + device synchronize per call, after 3 warm-up calls (the first
-call of a signature captures its graph); calls repeat for --min-time seconds (10..200 calls);
+Timing: the GPU first kept busy for --gpu-warmup seconds; then wall clock of run() + device
+synchronize per call, after 3 warm-up calls (the first call of a signature captures its graph);
+calls repeat for --min-time seconds (10..200 calls);
 median, p10 and p90 in the JSON, medians (ms) in the table.
 Bars (issue 6): ours_graph >= 1.1x the faster ortopt variant on every transformer case; CUDA
 graphs cut batch-1 BERT-base latency (ours) >= 1.5x. Missed bars are marked '!' and listed per
@@ -120,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtype", choices=("float16", "float32"), default="float16")
     ap.add_argument("--device", default="0", help="CUDA device index, or 'cpu' (ORT CPU, no graphs: a smoke test)")
     ap.add_argument("--min-time", type=float, default=0.25, help="seconds of timed calls per measurement")
+    ap.add_argument("--gpu-warmup", type=float, default=5.0, help="seconds of GPU work before timing anything")
     ap.add_argument("--min-reps", type=int, default=10)
     ap.add_argument("--max-reps", type=int, default=200)
     ap.add_argument("--tol", type=float, default=DEFAULT_TOL, help="max |a - b| / (1 + |b|) against the original")
@@ -358,6 +360,21 @@ class Env:
     def sync(self):
         if self.torch is not None:
             self.torch.cuda.synchronize(self.device)
+
+    def warm_gpu(self, seconds: float) -> None:
+        """Keep the GPU busy (fp16 matmuls) for `seconds` before anything is timed: coming from idle
+        (after a build), the first variants timed ran up to 1.3x slower on the H100 (ORT-optimized
+        BERT b1 s128 + graphs: 0.83 ms in the first run of a machine session, 0.65 after)."""
+        if self.torch is None or seconds <= 0:
+            return
+        a = self.torch.randn(4096, 4096, device=f"cuda:{self.device}", dtype=self.torch.float16)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(20):
+                a = (a @ a).clamp_(-1, 1)
+            self.sync()
+        del a
+        self.release()
 
     def release(self):
         gc.collect()
@@ -631,6 +648,7 @@ def main(argv=None) -> int:
     trt, args.trt_note = tensorrt_module(args.tensorrt) if device >= 0 else (None, "skipped: --device cpu")
     args.use_trt = trt is not None
     t_start = time.perf_counter()
+    env.warm_gpu(args.gpu_warmup)
     models, rows, errors = {}, [], []
     for bench in plan(args):
         try:
@@ -647,6 +665,7 @@ def main(argv=None) -> int:
            "versions": versions(env, trt), "dtype": args.dtype, "target": args.target, "set": "tiny" if args.tiny else
            "quick" if args.quick else "full",
            "method": "trt_fastops.runtime.OrtModel (TrtEngine for trt), torch CUDA inputs, copy_outputs=False; "
+                     f"the GPU kept busy {args.gpu_warmup}s first; "
                      "wall clock of run() + device synchronize per call after 3 warm-up calls (graphs captured on "
                      f"the first), {args.min_time}s of calls ({args.min_reps}-{args.max_reps}); median ms",
            "correctness": f"every variant vs the first (ort, original graph) before timing: max |a - b| / (1 + |b|) "
