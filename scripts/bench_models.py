@@ -27,9 +27,11 @@ Torch eager is not measured: the zoo's models are built with onnx.helper, not ex
 Correctness: every variant's output is compared with the first variant's (ort, the original
 graph on the CUDA EP) before it is timed: max |a - b| / (1 + |b|) <= --tol. A mismatch is
 reported (row "errors", exit status 1) and the variant is still timed.
-Timing: the GPU first kept busy for --gpu-warmup seconds; then wall clock of run() + device
-synchronize per call, after 3 warm-up calls (the first call of a signature captures its graph);
-calls repeat for --min-time seconds (10..200 calls);
+Timing: the GPU first kept busy for --gpu-warmup seconds; every variant of a model is opened and
+checked first, then timed in --rounds rounds (each round times every variant once, the order
+rotated by one per round, so drifts of the machine land on all variants; the median over rounds
+is reported): wall clock of run() + device synchronize per call, after 3 warm-up calls (the
+first call of a signature captures its graph); calls repeat for --min-time seconds (10..200 calls);
 median, p10 and p90 in the JSON, medians (ms) in the table.
 Bars (issue 6): ours_graph >= 1.1x the faster ortopt variant on every transformer case; CUDA
 graphs cut batch-1 BERT-base latency (ours) >= 1.5x. Missed bars are marked '!' and listed per
@@ -122,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default="0", help="CUDA device index, or 'cpu' (ORT CPU, no graphs: a smoke test)")
     ap.add_argument("--min-time", type=float, default=0.25, help="seconds of timed calls per measurement")
     ap.add_argument("--gpu-warmup", type=float, default=5.0, help="seconds of GPU work before timing anything")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="timing rounds per model: every variant once per round, order rotated; median of rounds")
     ap.add_argument("--min-reps", type=int, default=10)
     ap.add_argument("--max-reps", type=int, default=200)
     ap.add_argument("--tol", type=float, default=DEFAULT_TOL, help="max |a - b| / (1 + |b|) against the original")
@@ -392,9 +396,12 @@ def _short(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0][:240] if text else ''}"
 
 
-def run_variant(name: str, runner, rows: list[dict], feeds: list[dict], refs: dict, env: Env, args,
-                errors: list[str], graphs_wanted: bool) -> None:
-    """Check then time one variant (an OrtModel or TrtEngine) on every case of a model."""
+def check_variant(name: str, runner, rows: list[dict], feeds: list[dict], refs: dict, env: Env, args,
+                  errors: list[str], graphs_wanted: bool) -> list[bool]:
+    """First runs of one variant (an OrtModel or TrtEngine) on every case (graph capture where graphs
+    are on) and its outputs checked against the reference variant's. Returns, per case, whether
+    to time it (a failing run or a missing CUDA graph is noted in the row and not timed)."""
+    timed = []
     for i, row in enumerate(rows):
         try:
             runner.run(feeds[i])  # first run of the signature (warm-up, capture)
@@ -403,6 +410,7 @@ def run_variant(name: str, runner, rows: list[dict], feeds: list[dict], refs: di
             if graphs_wanted and not runner.graphs_enabled:
                 row[f"{name}_ms"] = None
                 row[f"{name}_note"] = f"no CUDA graph: {runner.graph_fallback}"
+                timed.append(False)
                 continue
             if i not in refs:
                 refs[i] = out
@@ -417,16 +425,42 @@ def run_variant(name: str, runner, rows: list[dict], feeds: list[dict], refs: di
                 if not ok:
                     errors.append(f"{row['case']}: {name} differs from {row['reference']} by {diff:.3g} "
                                   f"(max |a - b| / (1 + |b|) > {args.tol})")
-            out = None
-            stats = time_calls(lambda: runner.run(feeds[i]), env.sync, args.min_time, args.min_reps, args.max_reps)
-            row[f"{name}_ms"] = stats["ms"]
-            row["timing"][name] = stats
             if not ok:
                 row[f"{name}_note"] = "WRONG result (timed anyway)"
+            timed.append(True)
         except Exception as e:  # noqa: BLE001 - one failing variant must not end the run
             row[f"{name}_ms"] = None
             row[f"{name}_note"] = _short(e)
             errors.append(f"{row['case']}: {name}: {_short(e)}")
+            timed.append(False)
+    return timed
+
+
+def time_variant(name: str, runner, rows: list[dict], feeds: list[dict], timed: list[bool], env: Env, args,
+                 errors: list[str]) -> None:
+    """One round of timing of one variant on every case it passed; each round's median is kept in
+    row["timing"][name]["rounds"] and the row's {name}_ms becomes the median over rounds."""
+    for i, row in enumerate(rows):
+        if not timed[i]:
+            continue
+        try:
+            stats = time_calls(lambda: runner.run(feeds[i]), env.sync, args.min_time, args.min_reps, args.max_reps)
+        except Exception as e:  # noqa: BLE001
+            row[f"{name}_ms"] = None
+            row[f"{name}_note"] = _short(e)
+            errors.append(f"{row['case']}: {name}: {_short(e)}")
+            timed[i] = False
+            continue
+        t = row["timing"].setdefault(name, {"rounds": []})
+        t["rounds"].append(stats)
+        row[f"{name}_ms"] = round(statistics.median(r["ms"] for r in t["rounds"]), 4)
+
+
+def run_variant(name: str, runner, rows: list[dict], feeds: list[dict], refs: dict, env: Env, args,
+                errors: list[str], graphs_wanted: bool) -> None:
+    """Check then time one variant on every case (one round; the TensorRT variants)."""
+    timed = check_variant(name, runner, rows, feeds, refs, env, args, errors, graphs_wanted)
+    time_variant(name, runner, rows, feeds, timed, env, args, errors)
 
 
 def bench_model(bench: Bench, args, env: Env, errors: list[str]) -> tuple[dict, list[dict]]:
@@ -443,6 +477,7 @@ def bench_model(bench: Bench, args, env: Env, errors: list[str]) -> tuple[dict, 
           f"rewrite {info['rewrite']['counts']} ({info['rewrite']['refusals']} refusals); "
           f"ortopt {info['ortopt'].get('fused_ops', info['ortopt'].get('note'))}", flush=True)
     refs: dict = {}
+    live = []  # (name, runner, timed): every ORT variant stays open so the rounds can interleave
     for variant in ("ort", "ortopt", "ours"):
         for graphs_on in (False, True):
             name = variant + ("_graph" if graphs_on else "")
@@ -452,7 +487,6 @@ def bench_model(bench: Bench, args, env: Env, errors: list[str]) -> tuple[dict, 
                     row[f"{name}_note"] = info["ortopt"].get("note", "not available")
                     row["ortopt_same_as_ort"] = bool(info["ortopt"].get("same_as_original"))
                 continue
-            t1 = time.perf_counter()
             try:
                 runner = env.ort_model(graphs[variant], graphs_on)
             except Exception as e:  # noqa: BLE001
@@ -461,14 +495,22 @@ def bench_model(bench: Bench, args, env: Env, errors: list[str]) -> tuple[dict, 
                     row[f"{name}_note"] = f"session: {_short(e)}"
                 errors.append(f"{bench.key}: {name}: session: {_short(e)}")
                 continue
-            run_variant(name, runner, rows, feeds, refs, env, args, errors, graphs_on)
-            stats = runner.stats()
-            runner = None
-            env.release()
-            print(f"  {name:12s} " + "  ".join(
-                f"{r['case'].split(' ', 1)[1]}: {_fmt_ms(r.get(name + '_ms'))}" for r in rows) +
-                f"   ({time.perf_counter() - t1:.1f}s; graph runs {stats['graph_runs']}, plain {stats['plain_runs']})",
-                flush=True)
+            live.append((name, runner, check_variant(name, runner, rows, feeds, refs, env, args, errors, graphs_on)))
+    # Rounds: every variant timed once per round, the order rotated from round to round, so a slow
+    # drift of the machine (clocks, host) lands on all variants alike; medians over rounds.
+    t1 = time.perf_counter()
+    for r in range(args.rounds):
+        for k in range(len(live)):
+            name, runner, timed = live[(k + r) % len(live)]
+            time_variant(name, runner, rows, feeds, timed, env, args, errors)
+    for name, runner, _ in live:
+        stats = runner.stats()
+        print(f"  {name:12s} " + "  ".join(
+            f"{r['case'].split(' ', 1)[1]}: {_fmt_ms(r.get(name + '_ms'))}" for r in rows) +
+            f"   (graph runs {stats['graph_runs']}, plain {stats['plain_runs']})", flush=True)
+    print(f"  ({args.rounds} rounds in {time.perf_counter() - t1:.1f}s)", flush=True)
+    live = None
+    env.release()
     if args.use_trt:
         bench_trt(bench, graphs["trt"], rows, feeds, refs, env, args, errors, prep["feeds"])
     else:
@@ -624,8 +666,8 @@ def tensorrt_module(mode: str):
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if args.min_reps < 1 or args.max_reps < args.min_reps or args.min_time < 0 or args.tol <= 0:
-        raise SystemExit("bench_models: need 1 <= --min-reps <= --max-reps, --min-time >= 0 and --tol > 0")
+    if args.min_reps < 1 or args.max_reps < args.min_reps or args.min_time < 0 or args.tol <= 0 or args.rounds < 1:
+        raise SystemExit("bench_models: need 1 <= --min-reps <= --max-reps, --min-time >= 0, --tol > 0 and --rounds >= 1")
     device = parse_device(args.device)
     if args.out is None:
         suffix = "-tiny" if args.tiny else "-quick" if args.quick else ""
@@ -665,7 +707,8 @@ def main(argv=None) -> int:
            "versions": versions(env, trt), "dtype": args.dtype, "target": args.target, "set": "tiny" if args.tiny else
            "quick" if args.quick else "full",
            "method": "trt_fastops.runtime.OrtModel (TrtEngine for trt), torch CUDA inputs, copy_outputs=False; "
-                     f"the GPU kept busy {args.gpu_warmup}s first; "
+                     f"the GPU kept busy {args.gpu_warmup}s first; {args.rounds} interleaved rounds (order rotated), "
+                     "median over rounds of each round's median; "
                      "wall clock of run() + device synchronize per call after 3 warm-up calls (graphs captured on "
                      f"the first), {args.min_time}s of calls ({args.min_reps}-{args.max_reps}); median ms",
            "correctness": f"every variant vs the first (ort, original graph) before timing: max |a - b| / (1 + |b|) "
