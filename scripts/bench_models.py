@@ -27,9 +27,9 @@ Torch eager is not measured: the zoo's models are built with onnx.helper, not ex
 Correctness: every variant's output is compared with the first variant's (ort, the original
 graph on the CUDA EP) before it is timed: max |a - b| / (1 + |b|) <= --tol. A mismatch is
 reported (row "errors", exit status 1) and the variant is still timed.
-Timing: the GPU first kept busy for --gpu-warmup seconds; every variant of a model is opened and
-checked first, then timed in --rounds rounds (each round times every variant once, the order
-rotated by one per round, so drifts of the machine land on all variants; the median over rounds
+Timing: the GPU first kept busy for --gpu-warmup seconds; then --rounds rounds per model (each
+round opens, times and closes every variant once, the order rotated by one per round, so drifts
+of the machine land on all variants; the first round also checks outputs; the median over rounds
 is reported): wall clock of run() + device synchronize per call, after 3 warm-up calls (the
 first call of a signature captures its graph); calls repeat for --min-time seconds (10..200 calls);
 median, p10 and p90 in the JSON, medians (ms) in the table.
@@ -477,7 +477,7 @@ def bench_model(bench: Bench, args, env: Env, errors: list[str]) -> tuple[dict, 
           f"rewrite {info['rewrite']['counts']} ({info['rewrite']['refusals']} refusals); "
           f"ortopt {info['ortopt'].get('fused_ops', info['ortopt'].get('note'))}", flush=True)
     refs: dict = {}
-    live = []  # (name, runner, timed): every ORT variant stays open so the rounds can interleave
+    names = []  # (name, variant, graphs_on) of the variants that exist
     for variant in ("ort", "ortopt", "ours"):
         for graphs_on in (False, True):
             name = variant + ("_graph" if graphs_on else "")
@@ -487,6 +487,18 @@ def bench_model(bench: Bench, args, env: Env, errors: list[str]) -> tuple[dict, 
                     row[f"{name}_note"] = info["ortopt"].get("note", "not available")
                     row["ortopt_same_as_ort"] = bool(info["ortopt"].get("same_as_original"))
                 continue
+            names.append((name, variant, graphs_on))
+    # Rounds: every variant timed once per round, the order rotated from round to round, so slow
+    # drifts of the machine (clocks, host) land on all variants alike; medians over rounds. One
+    # session is open at a time (each round opens its own: several open sessions slowed each
+    # other on the H100's host); the first round also checks the outputs.
+    t1 = time.perf_counter()
+    timed, graph_runs = {}, {}
+    for r in range(args.rounds):
+        for k in range(len(names)):
+            name, variant, graphs_on = names[(k + r) % len(names)]
+            if r > 0 and not any(timed.get(name, ())):
+                continue
             try:
                 runner = env.ort_model(graphs[variant], graphs_on)
             except Exception as e:  # noqa: BLE001
@@ -494,23 +506,22 @@ def bench_model(bench: Bench, args, env: Env, errors: list[str]) -> tuple[dict, 
                     row[f"{name}_ms"] = None
                     row[f"{name}_note"] = f"session: {_short(e)}"
                 errors.append(f"{bench.key}: {name}: session: {_short(e)}")
+                timed[name] = [False] * len(rows)
                 continue
-            live.append((name, runner, check_variant(name, runner, rows, feeds, refs, env, args, errors, graphs_on)))
-    # Rounds: every variant timed once per round, the order rotated from round to round, so a slow
-    # drift of the machine (clocks, host) lands on all variants alike; medians over rounds.
-    t1 = time.perf_counter()
-    for r in range(args.rounds):
-        for k in range(len(live)):
-            name, runner, timed = live[(k + r) % len(live)]
-            time_variant(name, runner, rows, feeds, timed, env, args, errors)
-    for name, runner, _ in live:
-        stats = runner.stats()
+            if r == 0:
+                timed[name] = check_variant(name, runner, rows, feeds, refs, env, args, errors, graphs_on)
+            time_variant(name, runner, rows, feeds, timed[name], env, args, errors)
+            stats = runner.stats()
+            graph_runs[name] = (graph_runs.get(name, (0, 0))[0] + stats["graph_runs"],
+                                graph_runs.get(name, (0, 0))[1] + stats["plain_runs"])
+            runner = None
+            env.release()
+    for name, _, _ in names:
+        g, p = graph_runs.get(name, (0, 0))
         print(f"  {name:12s} " + "  ".join(
             f"{r['case'].split(' ', 1)[1]}: {_fmt_ms(r.get(name + '_ms'))}" for r in rows) +
-            f"   (graph runs {stats['graph_runs']}, plain {stats['plain_runs']})", flush=True)
+            f"   (graph runs {g}, plain {p})", flush=True)
     print(f"  ({args.rounds} rounds in {time.perf_counter() - t1:.1f}s)", flush=True)
-    live = None
-    env.release()
     if args.use_trt:
         bench_trt(bench, graphs["trt"], rows, feeds, refs, env, args, errors, prep["feeds"])
     else:
