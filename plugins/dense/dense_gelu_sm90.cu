@@ -110,6 +110,9 @@ struct GeluGemm {
   using EpilogueSchedule = std::conditional_t<INFO.pingpong, cutlass::epilogue::TmaWarpSpecialized,
                                               cutlass::epilogue::TmaWarpSpecializedCooperative>;
   using TileScheduler = std::conditional_t<INFO.stream_k, cutlass::gemm::StreamKScheduler, void>;
+  using EpilogueTile =
+      std::conditional_t<INFO.epi_n == 0, cutlass::epilogue::collective::EpilogueTileAuto,
+                         cute::Shape<cute::Int<(INFO.tile_m < 128 ? INFO.tile_m : 128)>, cute::Int<INFO.epi_n>>>;
   using Layout = cutlass::layout::RowMajor;
 
   using FusionOp = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<
@@ -118,7 +121,7 @@ struct GeluGemm {
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, ElementAccumulator, ElementCompute,
+      EpilogueTile, ElementAccumulator, ElementCompute,
       void, Layout, ALIGN,     // C: none
       Element, Layout, ALIGN,  // D = Y [M, N] row-major
       EpilogueSchedule, FusionOp>::CollectiveOp;

@@ -31,7 +31,8 @@ namespace trt_fastops::dense {
 //         epilogue (bias + erf GELU) overlaps the other's main loop;
 //   sk:   cooperative with CUTLASS's stream-K scheduler (K split across CTAs
 //         when there are fewer tiles than SMs; needs workspace);
-//   _c2:  2x1 thread-block clusters (W tiles multicast to both CTAs).
+//   _c2:  2x1 thread-block clusters (W tiles multicast to both CTAs);
+//   _eN:  epilogue subtiles of N columns (fewer, larger TMA stores than CUTLASS's 32).
 enum class DenseSm90Tile : int32_t {
   coop_128x256 = 0,
   pp_64x128,
@@ -44,6 +45,8 @@ enum class DenseSm90Tile : int32_t {
   sk_128x256,
   coop_128x256_c2,
   pp_128x128_c2,
+  coop_128x256_e64,   // epilogue subtile 128x64 (auto: 128x32)
+  coop_128x256_e128,  // epilogue subtile 128x128
   count,
 };
 
@@ -53,6 +56,7 @@ struct DenseSm90TileInfo {
   bool pingpong;     // else cooperative
   bool stream_k;     // cooperative only (CUTLASS has no ping-pong stream-K)
   int cluster_m;     // CTAs per cluster along M (1: no cluster)
+  int epi_n = 0;     // columns per epilogue subtile (0: CUTLASS's choice)
 };
 // Indexed by DenseSm90Tile; the kernels are built from these values
 // (dense_gelu_sm90.cu), the launcher's tile rule reads them.
@@ -62,7 +66,8 @@ inline constexpr DenseSm90TileInfo DENSE_SM90_TILES[] = {
     {"pp_64x64", 64, 64, true, false, 1},        {"coop_128x128", 128, 128, false, false, 1},
     {"coop_256x128", 256, 128, false, false, 1}, {"sk_128x128", 128, 128, false, true, 1},
     {"sk_128x256", 128, 256, false, true, 1},    {"coop_128x256_c2", 128, 256, false, false, 2},
-    {"pp_128x128_c2", 128, 128, true, false, 2},
+    {"pp_128x128_c2", 128, 128, true, false, 2},  {"coop_128x256_e64", 128, 256, false, false, 1, 64},
+    {"coop_128x256_e128", 128, 256, false, false, 1, 128},
 };
 static_assert(sizeof(DENSE_SM90_TILES) / sizeof(DENSE_SM90_TILES[0]) == size_t(DenseSm90Tile::count),
               "one DENSE_SM90_TILES entry per DenseSm90Tile");
