@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import subprocess
+from pathlib import Path
 
 
 def driver_version() -> str:
@@ -52,3 +54,14 @@ def gpu_setup(name: str, want_ort: bool):
     torch.cuda.set_stream(stream)
     assert stream.cuda_stream != 0
     return torch, _C, ort, device_index, stream
+
+
+def write_results(path: Path, doc: dict, errors: list, table_text: str) -> int:
+    """Writes a benchmark's JSON document, prints its errors and table; the exit status (1 on errors)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {path}")
+    for e in errors:
+        print(f"ERROR {e}")
+    print(table_text)
+    return 1 if errors else 0

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import statistics
 import sys
 import time
@@ -37,7 +36,7 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
-from scripts._bench_common import driver_version, gpu_setup  # noqa: E402
+from scripts._bench_common import driver_version, gpu_setup, write_results  # noqa: E402
 
 TOKENS = 16384
 HIDDEN = 2048
@@ -337,13 +336,7 @@ def main(argv=None) -> int:
            "method": f"mean of {args.reps} back-to-back calls between CUDA events, median of {args.trials} trials; "
                      "flops = 4*B*H*S*S*D (halved for causal)",
            "seconds": round(time.perf_counter() - t0, 1), "errors": errors, "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {args.out}")
-    for e in errors:
-        print(f"ERROR {e}")
-    print(table(rows, gemm))
-    return 1 if errors else 0
+    return write_results(args.out, doc, errors, table(rows, gemm))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import statistics
 import sys
 import time
@@ -31,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.append(str(REPO))  # after site-packages: the installed trt_fastops wins
-from scripts._bench_common import driver_version, gpu_setup  # noqa: E402
+from scripts._bench_common import driver_version, gpu_setup, write_results  # noqa: E402
 
 SHAPES = ["128x768x3072", "512x768x3072", "1024x768x3072", "4096x768x3072", "6304x768x3072",
           "16384x768x3072"]
@@ -132,11 +131,7 @@ def main() -> int:
                      "overhead is not counted; one set of buffers per case (weights L2-resident where they fit)",
            "seconds": round(time.perf_counter() - t_start, 1), "errors": errors, "rows": rows,
            "summary": summarize(rows)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {args.out}")
-    print(table(doc["summary"]))
-    return 1 if errors else 0
+    return write_results(args.out, doc, errors, table(doc["summary"]))
 
 
 def summarize(rows):

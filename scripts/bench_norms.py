@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import math
 import statistics
 import sys
@@ -50,7 +49,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.append(str(REPO))  # after site-packages: the installed trt_fastops wins
-from scripts._bench_common import driver_version, gpu_setup  # noqa: E402
+from scripts._bench_common import driver_version, gpu_setup, write_results  # noqa: E402
 
 SHAPES = [(16384, 1024), (16384, 4096), (8192, 8192), (32768, 768)]
 DTYPES = ["float16", "bfloat16"]
@@ -620,13 +619,7 @@ def main_bert(args) -> int:
                      "CUDA events per call, median, queue prefilled; inputs "
                      + ("rotating over >= 200 MB of buffer sets" if args.bert_cold else "one buffer set (hot in L2)"),
            "seconds": round(time.perf_counter() - t_start, 1), "errors": errors, "rows": results}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {args.out}")
-    for e in errors:
-        print(f"ERROR {e}")
-    print(bert_table(results))
-    return 1 if errors else 0
+    return write_results(args.out, doc, errors, bert_table(results))
 
 
 def table(rows: list[dict]) -> str:
@@ -685,13 +678,7 @@ def main(argv=None) -> int:
            "method": "CUDA events per call, median; queue prefilled with torch.cuda._sleep so host overhead "
                      "is not counted; inputs rotate over >= 200 MB of buffer sets",
            "seconds": round(time.perf_counter() - t_start, 1), "errors": errors, "rows": results}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {args.out}")
-    for e in errors:
-        print(f"ERROR {e}")
-    print(table(results))
-    return 1 if errors else 0
+    return write_results(args.out, doc, errors, table(results))
 
 
 if __name__ == "__main__":
