@@ -396,13 +396,13 @@ int64_t tile_count(const DenseParams& p, DenseSm90Tile tile) {
   return ((p.m + t.tile_m - 1) / t.tile_m) * ((p.n + t.tile_n - 1) / t.tile_n);
 }
 
-// The tile rule, from scripts/bench_dense.py on an H100 (bench/results/dense.json,
+// The tile rule, from scripts/bench_dense.py on an H100 (bench/results/dense_tiles.json,
 // N = 3072, K = 768, per call with launch):
 //   M <= 512: 64x64 ping-pong (M 128: 8.5 us against 11.4 for 64x128 and 9.8
 //     for the fallback; M 512: 13.1 against 15.8 and 13.6);
 //   fewer 128x256 tiles than SMs (M 1024: 96 tiles): the fallback, cuBLASLt +
 //     our GELU pass (18.5 us against 19.3 for the best tile);
-//   else 128x256 cooperative (M 4096: 47.4 against 51.2 for the fallback;
+//   else 128x256 cooperative (M 4096: 47.5 against 51.2 for the fallback;
 //     M 16384: 171 against 194; no other tile was faster by more than 1%).
 constexpr int64_t SM90_SMALL_M = 512;
 
