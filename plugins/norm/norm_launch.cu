@@ -55,8 +55,10 @@ constexpr int kRowMaxBlock = 256;
 //    model, fp16 768, skip + bias + sum): ORT's CTA-per-row kernel beat our warp
 //    path at 1, 4, 31 and 124 rows per SM (128..16384 rows); at 248 rows per SM
 //    (32768 rows, standalone) both sit at the memory floor, so the warp path
-//    stays there. 128 covers 16384 rows on 132 SMs; the lead's bench
-//    (scripts/bench_norms.py --bert) decides the final value.
+//    stays there. 128 covers 16384 rows on 132 SMs. Measured (scripts/
+//    bench_norms.py --bert, H100, fp16 768 + skip + bias): the row path is the
+//    fastest of ours at 128, 512, 4096 and 16384 rows (4096: 6.53 us, warp 8.35;
+//    bench/NOTES-norms.md).
 constexpr int kRowMaxRowsPerSm = 128;
 // Warp path, at most this many rows per SM: latency-bound (BERT batch 1: 128
 // rows), so per-column parameters load with the row (norm_kernels.cuh, EARLY).
