@@ -47,6 +47,7 @@ enum class DenseSm90Tile : int32_t {
   pp_128x128_c2,
   coop_128x256_e64,   // epilogue subtile 128x64 (auto: 128x32)
   coop_128x256_e128,  // epilogue subtile 128x128
+  pp_64x64_c2,
   count,
 };
 
@@ -67,7 +68,7 @@ inline constexpr DenseSm90TileInfo DENSE_SM90_TILES[] = {
     {"coop_256x128", 256, 128, false, false, 1}, {"sk_128x128", 128, 128, false, true, 1},
     {"sk_128x256", 128, 256, false, true, 1},    {"coop_128x256_c2", 128, 256, false, false, 2},
     {"pp_128x128_c2", 128, 128, true, false, 2},  {"coop_128x256_e64", 128, 256, false, false, 1, 64},
-    {"coop_128x256_e128", 128, 256, false, false, 1, 128},
+    {"coop_128x256_e128", 128, 256, false, false, 1, 128}, {"pp_64x64_c2", 64, 64, true, false, 2},
 };
 static_assert(sizeof(DENSE_SM90_TILES) / sizeof(DENSE_SM90_TILES[0]) == size_t(DenseSm90Tile::count),
               "one DENSE_SM90_TILES entry per DenseSm90Tile");
