@@ -234,6 +234,19 @@ def ort_variants(op: str) -> list[str]:
             "skip": ["com.microsoft.SkipLayerNormalization"]}[op]
 
 
+def bind_set(sess, inputs: dict, outputs: dict, device_index: int, et):
+    """An IO binding of one buffer set: each of the session's inputs / outputs bound by name to
+    its torch tensor on the device."""
+    io = sess.io_binding()
+    for inp in sess.get_inputs():
+        t = inputs[inp.name]
+        io.bind_input(inp.name, ORT_DEVICE, device_index, et, list(t.shape), t.data_ptr())
+    for out in sess.get_outputs():
+        t = outputs[out.name]
+        io.bind_output(out.name, ORT_DEVICE, device_index, et, list(t.shape), t.data_ptr())
+    return io
+
+
 def time_ort(ort, torch, timer: Timer, op, dtype, rows, hidden, sets, stream_ptr, device_index):
     """Returns (us, ort_op, note) or (None, None, why)."""
     et = ONNX_TYPES[dtype]
@@ -255,16 +268,8 @@ def time_ort(ort, torch, timer: Timer, op, dtype, rows, hidden, sets, stream_ptr
                 bindings = []
                 use_sets = sets[:1] if graph_mode else sets  # a graph replays fixed addresses
                 for st in use_sets:
-                    io = sess.io_binding()
-                    names = {"X": st["x"], "W": st["w"], "B": st.get("b"), "S": st.get("skip")}
-                    for inp in sess.get_inputs():
-                        t = names[inp.name]
-                        io.bind_input(inp.name, ORT_DEVICE, device_index, et, list(t.shape), t.data_ptr())
-                    outs = {"Y": st["y_ort"], "SUM": st.get("sum_ort")}
-                    for out in sess.get_outputs():
-                        t = outs[out.name]
-                        io.bind_output(out.name, ORT_DEVICE, device_index, et, list(t.shape), t.data_ptr())
-                    bindings.append(io)
+                    bindings.append(bind_set(sess, {"X": st["x"], "W": st["w"], "B": st.get("b"), "S": st.get("skip")},
+                                             {"Y": st["y_ort"], "SUM": st.get("sum_ort")}, device_index, et))
                 ro = ort.RunOptions()
                 ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
                 # first run (captures the graph in graph mode), then check the result
@@ -473,16 +478,8 @@ def ort_bert_runner(ort, dtype, hidden, sets, stream_ptr, device_index):
         raise RuntimeError("session did not take the CUDA EP")
     bindings = []
     for st in sets:
-        io = sess.io_binding()
-        names = {"X": st["x"], "S": st["skip"], "W": st["w"], "B": st["b"], "BIAS": st["bias"]}
-        for inp in sess.get_inputs():
-            t = names[inp.name]
-            io.bind_input(inp.name, ORT_DEVICE, device_index, et, list(t.shape), t.data_ptr())
-        outs = {"Y": st["y_ort"], "SUM": st["sum_ort"]}
-        for out in sess.get_outputs():
-            t = outs[out.name]
-            io.bind_output(out.name, ORT_DEVICE, device_index, et, list(t.shape), t.data_ptr())
-        bindings.append(io)
+        bindings.append(bind_set(sess, {"X": st["x"], "S": st["skip"], "W": st["w"], "B": st["b"], "BIAS": st["bias"]},
+                                 {"Y": st["y_ort"], "SUM": st["sum_ort"]}, device_index, et))
     ro = ort.RunOptions()
     ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
     return lambda i: sess.run_with_iobinding(bindings[i % len(bindings)], ro)
