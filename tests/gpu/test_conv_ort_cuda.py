@@ -49,12 +49,11 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 pytestmark = pytest.mark.gpu
 
@@ -91,9 +90,11 @@ except ImportError:  # pragma: no cover - depends on the build
     _C = None
 
 DTYPES = ["float32", "float16", "bfloat16"]
-NP = {"float32": np.float32, "float16": np.float16}
-ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}
-BF16_NAN = 0x7FC0
+# Typed device buffers, shared with the other ops' EP tests (ort_ep_common).
+NP, ELEM, BF16_NAN = common.NP, common.ELEM, common.BF16_NAN
+bf16_bits, tensor_proto = common.bf16_bits, common.tensor_proto
+new_value, fill, device_tensor = common.new_value, common.fill, common.device_tensor
+poison, poisoned, to_host = common.poison, common.poisoned, common.to_host
 
 
 @pytest.fixture(scope="module")
@@ -136,19 +137,6 @@ def cache_stats():
 
 # ---------------------------------------------------------------------------
 # models, device buffers, runs
-
-
-def bf16_bits(a: np.ndarray) -> np.ndarray:
-    """float32 values that are exact bfloat16 (cpu.rand) -> their bfloat16 bit patterns."""
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    assert np.array_equal(cpu.round_bf16(a), a), "not exactly representable in bfloat16"
-    return (a.view(np.uint32) >> 16).astype(np.uint16)
-
-
-def tensor_proto(name, arr, dtype):
-    if dtype == "bfloat16":
-        return helper.make_tensor(name, TensorProto.BFLOAT16, arr.shape, bf16_bits(arr).tobytes(), raw=True)
-    return numpy_helper.from_array(np.asarray(arr, NP[dtype]), name)
 
 
 def ort_cuda_form(op, shapes, attrs):
@@ -206,55 +194,6 @@ def session(ort, model, *, cuda_graph=False):
     # disables CPU fallback on CUDA, so a node ORT moved to the CPU EP fails here.
     assert not ort_cuda_drops(model), [(a.name, helper.get_attribute_value(a)) for a in model.graph.node[0].attribute]
     return common.session(ort, model, cuda_graph=cuda_graph)
-
-
-def device_tensor(ort, arr, dtype):
-    """A DEVICE OrtValue owning a copy of `arr` in `dtype` (ORT's allocation: aligned)."""
-    v = ort.OrtValue.ortvalue_from_shape_and_type(list(arr.shape), ELEM[dtype] if dtype == "bfloat16" else NP[dtype],
-                                                  DEVICE, 0)
-    fill(v, arr, dtype)
-    return v
-
-
-def fill(v, arr, dtype):
-    v.update_inplace(bf16_bits(arr) if dtype == "bfloat16" else np.ascontiguousarray(arr, NP[dtype]))
-
-
-def poison(v, shape, dtype):
-    if dtype == "bfloat16":
-        v.update_inplace(np.full(shape, BF16_NAN, np.uint16))
-    else:
-        v.update_inplace(np.full(shape, np.nan, NP[dtype]))
-
-
-def poisoned(ort, shape, dtype):
-    v = ort.OrtValue.ortvalue_from_shape_and_type(list(shape), ELEM[dtype] if dtype == "bfloat16" else NP[dtype],
-                                                  DEVICE, 0)
-    poison(v, shape, dtype)
-    return v
-
-
-_readback = {}
-_readback_lock = threading.Lock()
-
-
-def to_host(ort, v, dtype):
-    """float64 host copy of a DEVICE OrtValue (bfloat16 through a Cast session: numpy has no bfloat16)."""
-    if dtype != "bfloat16":
-        return np.array(v.numpy(), dtype=np.float64, copy=True)
-    with _readback_lock:
-        if "sess" not in _readback:
-            node = helper.make_node("Cast", ["Y"], ["F"], to=TensorProto.FLOAT)
-            g = helper.make_graph([node], "readback", [helper.make_tensor_value_info("Y", TensorProto.BFLOAT16, None)],
-                                  [helper.make_tensor_value_info("F", TensorProto.FLOAT, None)])
-            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=cpu.IR_VERSION)
-            _readback["sess"] = ort.InferenceSession(m.SerializeToString(), providers=[EP])
-        sess = _readback["sess"]
-    io = sess.io_binding()
-    io.bind_ortvalue_input("Y", v)
-    io.bind_output("F", "cpu")
-    sess.run_with_iobinding(io)
-    return np.array(io.get_outputs()[0].numpy(), dtype=np.float64, copy=True)
 
 
 def run_bound(ort, sess, feeds, dtype, y_shape):
