@@ -16,6 +16,7 @@
 
 #include "plugins/attention/attention.h"
 #include "plugins/attention/attention_kernels.cuh"
+#include "plugins/common/device.h"
 #include "plugins/common/dispatch.cuh"
 #include "plugins/common/smem_optin.h"
 #include "plugins/common/status.h"
@@ -75,8 +76,6 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m) {
   return a;
 }
 
-inline constexpr int MAX_DEVICES = 64;
-
 // How causal inputs run on a persistent kernel (H100, scripts/tune_attention.py,
 // every schedule timed interleaved): with many query blocks per head a CTA per
 // tile (the hardware's dynamic balance: d128 16k 638 against 395-477 TFLOP/s
@@ -91,32 +90,6 @@ inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
 // attention_set_causal_schedule's override, or -1 for the default.
 int causal_schedule_override();
 
-// What launches need of the current device, read once per device (compute
-// capability for the path choice, SMs for persistent grids).
-struct LaunchDevice {
-  int index = 0, multiprocessors = 0, cc_major = 0, cc_minor = 0;
-};
-
-inline cudaError_t current_launch_device(LaunchDevice* d) {
-  static std::atomic<int64_t> cached[MAX_DEVICES];  // multiprocessors << 16 | major << 8 | minor; 0 unknown
-  cudaError_t err = cudaGetDevice(&d->index);
-  if (err != cudaSuccess) return err;
-  const bool cacheable = d->index >= 0 && d->index < MAX_DEVICES;
-  int64_t packed = cacheable ? cached[d->index].load(std::memory_order_relaxed) : 0;
-  if (packed == 0) {
-    int sms = 0, major = 0, minor = 0;
-    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d->index)) != cudaSuccess ||
-        (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->index)) != cudaSuccess ||
-        (err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d->index)) != cudaSuccess)
-      return err;
-    packed = int64_t(sms) << 16 | major << 8 | minor;
-    if (cacheable) cached[d->index].store(packed, std::memory_order_relaxed);
-  }
-  d->multiprocessors = int(packed >> 16);
-  d->cc_major = int(packed >> 8) & 0xff;
-  d->cc_minor = int(packed) & 0xff;
-  return cudaSuccess;
-}
 
 // Launches one kernel instantiation (KERNEL is its address, so each gets its
 // own once-per-device shared-memory opt-in).

@@ -38,6 +38,28 @@ int current_device_sms() {
   return sms;
 }
 
+cudaError_t current_launch_device(LaunchDevice* d) {
+  constexpr int kCachedDevices = 64;
+  static std::atomic<int64_t> cached[kCachedDevices];  // multiprocessors << 16 | major << 8 | minor; 0 unknown
+  cudaError_t err = cudaGetDevice(&d->index);
+  if (err != cudaSuccess) return err;
+  const bool cacheable = d->index >= 0 && d->index < kCachedDevices;
+  int64_t packed = cacheable ? cached[d->index].load(std::memory_order_relaxed) : 0;
+  if (packed == 0) {
+    int sms = 0, major = 0, minor = 0;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d->index)) != cudaSuccess ||
+        (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->index)) != cudaSuccess ||
+        (err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d->index)) != cudaSuccess)
+      return err;
+    packed = int64_t(sms) << 16 | int64_t(major) << 8 | minor;
+    if (cacheable) cached[d->index].store(packed, std::memory_order_relaxed);
+  }
+  d->multiprocessors = int(packed >> 16);
+  d->cc_major = int(packed >> 8) & 0xff;
+  d->cc_minor = int(packed) & 0xff;
+  return cudaSuccess;
+}
+
 int device_smem_optin(int device) {
   constexpr int kDefault = 48 * 1024;
   constexpr int kCachedDevices = 64;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include <cuda_runtime_api.h>
+
 #include "plugins/common/status.h"
 
 namespace trt_fastops {
@@ -29,6 +31,14 @@ int current_device_sms();
 // current one), queried once per device and cached; 48 KiB (what needs no
 // opt-in) when it cannot be asked (the query's error is cleared).
 int device_smem_optin(int device = -1);
+
+// What launchers need of the current device (compute capability for a path
+// choice, SMs for persistent grids), read once per device (64 cached) and
+// cheap afterwards: one cudaGetDevice. Returns the failed query's error.
+struct LaunchDevice {
+  int index = 0, multiprocessors = 0, cc_major = 0, cc_minor = 0;
+};
+cudaError_t current_launch_device(LaunchDevice* d);
 
 // CUDA runtime version the kernel library was linked with (e.g. 13000).
 int cuda_runtime_version();

@@ -35,6 +35,7 @@
 #include <cublasLt.h>
 
 #include "plugins/common/cuda_status.h"
+#include "plugins/common/device.h"
 #include "plugins/common/lru_cache.h"
 #include "plugins/dense/dense_gelu.h"
 #include "plugins/dense/dense_gelu_sm90.h"
@@ -338,33 +339,9 @@ Status build_plan(const CublasLt& lt, cublasLtHandle_t handle, const DenseParams
   return Status::ok();
 }
 
-// ---------------------------------------------------------------------------
-// The current device as the path choice needs it (compute capability, SMs for
-// the persistent grid), read once per device: the attention launcher's
-// current_launch_device, for host code.
-
-struct DenseDevice {
-  int index = 0, sms = 0, cc_major = 0, cc_minor = 0;
-};
-
-Status current_dense_device(DenseDevice* d) {
-  static std::atomic<int64_t> cached[MAX_DEVICES];  // sms << 16 | major << 8 | minor; 0: unknown
-  TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&d->index), "Dense: cudaGetDevice"));
-  const bool cacheable = d->index >= 0 && d->index < MAX_DEVICES;
-  int64_t packed = cacheable ? cached[d->index].load(std::memory_order_relaxed) : 0;
-  if (packed == 0) {
-    int sms = 0, major = 0, minor = 0;
-    cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d->index);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->index);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d->index);
-    TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(err, "Dense: cudaDeviceGetAttribute"));
-    packed = int64_t(sms) << 16 | int64_t(major) << 8 | minor;
-    if (cacheable) cached[d->index].store(packed, std::memory_order_relaxed);
-  }
-  d->sms = int(packed >> 16);
-  d->cc_major = int(packed >> 8) & 0xff;
-  d->cc_minor = int(packed) & 0xff;
-  return Status::ok();
+// The current device (common/device: cached per device), as a Status.
+Status current_dense_device(LaunchDevice* d) {
+  return cuda_status(current_launch_device(d), "Dense: querying the current device");
 }
 
 // ---------------------------------------------------------------------------
@@ -381,7 +358,7 @@ struct Choice {
 bool aligned_to(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
 // What the sm_90a kernels need of p and the device (dense_gelu_sm90.h).
-bool sm90_gemm_fits(const DenseParams& p, const DenseDevice& dev) {
+bool sm90_gemm_fits(const DenseParams& p, const LaunchDevice& dev) {
   constexpr int64_t INT32_LIMIT = 0x7fffffff;  // CUTLASS's problem shape is int
   return HAVE_SM90_GEMM && dev.cc_major == 9 && dev.cc_minor == 0 && p.activation == DenseActivation::gelu &&
          (p.dtype == DType::f16 || p.dtype == DType::bf16) && p.k % DENSE_SM90_ALIGN_ELEMS == 0 &&
@@ -408,11 +385,11 @@ constexpr int64_t SM90_SMALL_M = 512;
 
 // Whether p runs a CUTLASS tile (*tile) or the fallback (false); a build
 // without the rule's tile takes its first built one.
-bool sm90_tile(const DenseParams& p, const DenseDevice& dev, DenseSm90Tile* tile) {
+bool sm90_tile(const DenseParams& p, const LaunchDevice& dev, DenseSm90Tile* tile) {
   DenseSm90Tile want = DenseSm90Tile::coop_128x256;
   if (p.m <= SM90_SMALL_M) {
     want = DenseSm90Tile::pp_64x64;
-  } else if (tile_count(p, DenseSm90Tile::coop_128x256) < dev.sms) {
+  } else if (tile_count(p, DenseSm90Tile::coop_128x256) < dev.multiprocessors) {
     return false;
   }
   *tile = sm90_built(want) || SM90_BUILT.empty() ? want : SM90_BUILT[0];
@@ -424,7 +401,7 @@ constexpr int GELU_AUTO = -1, GELU_FALLBACK = -2;
 std::atomic<int> g_gelu_path{GELU_AUTO};
 
 // dev: null when the device could not be asked (then no sm_90a path).
-Choice choose_path(const DenseParams& p, const DenseDevice* dev) {
+Choice choose_path(const DenseParams& p, const LaunchDevice* dev) {
   Choice c;
   if (p.m == 0 || p.n == 0) return c;
   if (p.k == 0) {
@@ -542,7 +519,7 @@ std::vector<std::string> dense_sm90_tiles() {
 
 const char* dense_kernel_name(const DenseParams& p) {
   if (!validate_dense_params(p).is_ok()) return "invalid";
-  DenseDevice dev;
+  LaunchDevice dev;
   const bool known = current_dense_device(&dev).is_ok();
   if (!known) cudaGetLastError();  // the query's error is not the caller's
   const Choice c = choose_path(p, known ? &dev : nullptr);
@@ -560,12 +537,12 @@ const char* dense_kernel_name(const DenseParams& p) {
 Status launch_dense(const DenseParams& p, cudaStream_t stream) {
   TRT_FASTOPS_RETURN_IF_ERROR(validate_dense_params(p));
   if (p.m == 0 || p.n == 0) return Status::ok();
-  DenseDevice dev;
+  LaunchDevice dev;
   TRT_FASTOPS_RETURN_IF_ERROR(current_dense_device(&dev));
   const Choice choice = choose_path(p, &dev);
-  if (choice.path == Path::fill) return fill_without_k(p, dev.sms, stream);
+  if (choice.path == Path::fill) return fill_without_k(p, dev.multiprocessors, stream);
   if (choice.path == Path::cutlass_sm90) {
-    return launch_sm90_tile(choice.tile, p, dev.index, dev.sms, stream,
+    return launch_sm90_tile(choice.tile, p, dev.index, dev.multiprocessors, stream,
                             std::make_index_sequence<SM90_BUILT.size()>());
   }
 
@@ -624,7 +601,7 @@ Status launch_dense(const DenseParams& p, cudaStream_t stream) {
     return Status::errorf("Dense: cublasLtMatmul failed for ", describe(p), ": ", status_text(lt, s));
   }
   if (p.activation == DenseActivation::gelu) {  // the fallback's second pass (see the top of the file)
-    return cuda_status(launch_dense_gelu(p.dtype, p.y, p.m * p.n, dev.sms, stream), "Dense: GELU kernel");
+    return cuda_status(launch_dense_gelu(p.dtype, p.y, p.m * p.n, dev.multiprocessors, stream), "Dense: GELU kernel");
   }
   return Status::ok();
 }
