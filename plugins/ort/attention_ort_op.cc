@@ -72,39 +72,6 @@ Status read_attention_attrs(const OrtShapeInferContext* ctx, at::AttentionAttrs*
   return at::validate_attention_attrs(*attrs);
 }
 
-// Scratch for present_key / present_value when past is given without those
-// outputs: one block each from ORT's allocator for Q's device, freed when the
-// guard goes (after the enqueue on CUDA, as ORT's own kernels do with scratch:
-// later users of the block are ordered on the same stream).
-struct Scratch {
-  OrtAllocator* allocator = nullptr;
-  void* data[2] = {};
-  ~Scratch() {
-    for (void* p : data)
-      if (p != nullptr) allocator->Free(allocator, p);
-    if (allocator != nullptr) api()->ReleaseAllocator(allocator);
-  }
-};
-
-Status allocate_scratch(OrtKernelContext* ctx, size_t bytes, int which, Scratch* s) {
-  const OrtApi* a = api();
-  if (s->allocator == nullptr) {
-    const OrtValue* q = nullptr;
-    TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->KernelContext_GetInput(ctx, at::ATTN_Q, &q), "KernelContext_GetInput"));
-    if (q == nullptr) return Status::error("Attention: internal error: input 'Q' has no value");
-    const OrtMemoryInfo* info = nullptr;
-    TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->GetTensorMemoryInfo(q, &info), "GetTensorMemoryInfo"));
-    TRT_FASTOPS_RETURN_IF_ERROR(
-        from_ort_status(a->KernelContext_GetAllocator(ctx, info, &s->allocator), "KernelContext_GetAllocator"));
-  }
-  s->data[which] = s->allocator->Alloc(s->allocator, bytes);
-  if (s->data[which] == nullptr) {
-    return Status::errorf("Attention: ORT's allocator returned no memory for a ", bytes, "-byte ",
-                          which ? "present_value" : "present_key", " scratch buffer");
-  }
-  return Status::ok();
-}
-
 // CPU reference, split over output rows through ORT's intra-op thread pool.
 Status run_cpu(OrtKernelContext* ctx, const at::AttentionParams& p, const at::AttentionCopies& copies) {
   for (int i = 0; i < copies.count; ++i) TRT_FASTOPS_RETURN_IF_ERROR(at::cpu_attention_copy(copies.items[i]));
@@ -198,15 +165,17 @@ OrtStatus* AttentionFamily::compute(const Kernel& k, OrtKernelContext* ctx) {
     if (!s.is_ok()) return fail(s);
   }
 
-  Scratch scratch;
+  // Scratch for present_key / present_value when past is given without those
+  // outputs, on Q's device.
+  KernelScratch scratch(ctx, at::ATTN_Q, "Attention");
   if (shapes.has_past) {
     for (int which = 0; which < 2; ++which) {
       const bool out = which ? shapes.present_value_out : shapes.present_key_out;
       const int64_t bytes = shapes.present_bytes(which != 0);
       if (out || bytes <= 0) continue;
-      s = allocate_scratch(ctx, size_t(bytes), which, &scratch);
+      s = scratch.alloc(size_t(bytes), str_cat(bytes, "-byte ", which ? "present_value" : "present_key", " scratch buffer"),
+                        &buffers.present_scratch[which]);
       if (!s.is_ok()) return node_error(ORT_FAIL, s.message(), k.node_name);
-      buffers.present_scratch[which] = scratch.data[which];
     }
   }
 

@@ -54,46 +54,16 @@ Status run_cpu(OrtKernelContext* ctx, const DenseParams& p) {
       [&p] { return dense::run_dense_cpu(p); });
 }
 
-// cuBLASLt's workspace: one block from ORT's allocator for the device X lives
-// on, freed when the guard goes, after the enqueue (what ORT's own CUDA kernels
-// do with scratch: later users of the block are ordered on the same stream).
-struct Workspace {
-  OrtAllocator* allocator = nullptr;
-  void* data = nullptr;
-  ~Workspace() {
-    if (data != nullptr) allocator->Free(allocator, data);
-    if (allocator != nullptr) api()->ReleaseAllocator(allocator);
-  }
-};
-
-Status allocate_workspace(OrtKernelContext* ctx, size_t bytes, Workspace* ws) {
-  const OrtApi* a = api();
-  const OrtValue* x = nullptr;
-  TRT_FASTOPS_RETURN_IF_ERROR(
-      from_ort_status(a->KernelContext_GetInput(ctx, dense::DENSE_X, &x), "KernelContext_GetInput"));
-  if (x == nullptr) return Status::error("Dense: internal error: input 'X' has no value");
-  const OrtMemoryInfo* info = nullptr;
-  TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->GetTensorMemoryInfo(x, &info), "GetTensorMemoryInfo"));
-  TRT_FASTOPS_RETURN_IF_ERROR(
-      from_ort_status(a->KernelContext_GetAllocator(ctx, info, &ws->allocator), "KernelContext_GetAllocator"));
-  ws->data = ws->allocator->Alloc(ws->allocator, bytes);
-  if (ws->data == nullptr) {
-    return Status::errorf("Dense: ORT's allocator returned no memory for a ", bytes, "-byte cuBLASLt workspace");
-  }
-  return Status::ok();
-}
-
 OrtStatus* run_cuda(const DenseFamily::Kernel& k, OrtKernelContext* ctx, DenseParams p) {
   auto fail = [&](const Status& st) { return node_error(ORT_EP_FAIL, st.message(), k.node_name); };
   void* stream = nullptr;
   Status s = from_ort_status(api()->KernelContext_GetGPUComputeStream(ctx, &stream), "KernelContext_GetGPUComputeStream");
   if (!s.is_ok()) return fail(Status::errorf("Dense: getting the compute stream: ", s.message()));
-  Workspace ws;
+  KernelScratch scratch(ctx, dense::DENSE_X, "Dense");  // on X's device
   if (p.m > 0 && p.n > 0 && p.k > 0) {  // only the GEMMs use it (cuBLASLt, CUTLASS)
     const size_t bytes = dense::dense_workspace_bytes();
-    s = allocate_workspace(ctx, bytes, &ws);
+    s = scratch.alloc(bytes, std::to_string(bytes) + "-byte GEMM workspace", &p.workspace);
     if (!s.is_ok()) return fail(s);
-    p.workspace = ws.data;
     p.workspace_bytes = bytes;
   }
   // Enqueue only: no synchronisation (CUDA-graph capture safe).

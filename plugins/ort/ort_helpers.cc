@@ -385,4 +385,31 @@ bool shape_infer_inputs_to_slots(OrtShapeInferContext* ctx, const SlotLayout& la
   return true;
 }
 
+KernelScratch::~KernelScratch() {
+  for (void* b : blocks_)
+    if (b != nullptr) allocator_->Free(allocator_, b);
+  if (allocator_ != nullptr) api()->ReleaseAllocator(allocator_);
+}
+
+Status KernelScratch::alloc(size_t bytes, const std::string& what, void** data) {
+  *data = nullptr;
+  size_t slot = 0;
+  while (slot < 2 && blocks_[slot] != nullptr) ++slot;
+  if (slot == 2) return Status::errorf(op_, ": internal error: more than two scratch blocks asked for");
+  const OrtApi* a = api();
+  if (allocator_ == nullptr) {
+    const OrtValue* v = nullptr;
+    TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->KernelContext_GetInput(ctx_, input_, &v), "KernelContext_GetInput"));
+    if (v == nullptr) return Status::errorf(op_, ": internal error: input ", input_, " has no value");
+    const OrtMemoryInfo* info = nullptr;
+    TRT_FASTOPS_RETURN_IF_ERROR(from_ort_status(a->GetTensorMemoryInfo(v, &info), "GetTensorMemoryInfo"));
+    TRT_FASTOPS_RETURN_IF_ERROR(
+        from_ort_status(a->KernelContext_GetAllocator(ctx_, info, &allocator_), "KernelContext_GetAllocator"));
+  }
+  blocks_[slot] = allocator_->Alloc(allocator_, bytes);
+  if (blocks_[slot] == nullptr) return Status::errorf(op_, ": ORT's allocator returned no memory for a ", what);
+  *data = blocks_[slot];
+  return Status::ok();
+}
+
 }  // namespace trt_fastops::ort

@@ -117,4 +117,25 @@ void inputs_to_slots(const std::vector<int>& input_slots, int num_inputs, std::v
 // words the refusal; shape inference then says nothing).
 bool shape_infer_inputs_to_slots(OrtShapeInferContext* ctx, const SlotLayout& layout, std::vector<TensorDesc>* descs);
 
+// Scratch blocks from ORT's allocator for the memory of one of the node's
+// inputs (so device memory on the CUDA EP, host memory on the CPU EP), freed
+// when the guard goes: after the enqueue, as ORT's own CUDA kernels do with
+// their scratch (later users of a block are ordered on the same stream).
+// `what` names the block in the error ("a 33554432-byte cuBLASLt workspace").
+class KernelScratch {
+ public:
+  KernelScratch(OrtKernelContext* ctx, size_t input, const char* op_name) : ctx_(ctx), input_(input), op_(op_name) {}
+  KernelScratch(const KernelScratch&) = delete;
+  KernelScratch& operator=(const KernelScratch&) = delete;
+  ~KernelScratch();
+  Status alloc(size_t bytes, const std::string& what, void** data);
+
+ private:
+  OrtKernelContext* ctx_;
+  size_t input_;
+  const char* op_;
+  OrtAllocator* allocator_ = nullptr;
+  void* blocks_[2] = {};  // the most any op asks for (Attention's present_key / present_value)
+};
+
 }  // namespace trt_fastops::ort
