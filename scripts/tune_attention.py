@@ -7,12 +7,15 @@ and the median over trials is reported, so configurations are compared under the
 conditions. Same cases as bench_attention.py (batch * seqlen = 16k tokens, hidden 2048).
 
     python scripts/tune_attention.py --variants 0 3 --schedules -1 0 8 32 --seqlens 512 4096
-Prints one line per case: TFLOP/s per configuration (variant/schedule), and the kernel names.
+    python scripts/tune_attention.py --shapes 1x12x128x64 8x12x512x64 --mask padding --paths auto wgmma sm80
+Prints one line per case: TFLOP/s and microseconds per configuration (path/variant/schedule),
+and the kernel names. --shapes (BxHxSxD) replaces the seqlen x dim grid; --mask padding adds a
+BERT-style additive key-padding mask [B, 1, 1, S] (0 / -10000; the last sequence's second half
+padded, as models/build.py feeds it).
 """
 from __future__ import annotations
 
 import argparse
-import itertools
 import statistics
 import sys
 from pathlib import Path
@@ -22,12 +25,32 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_f
 from scripts.bench_attention import HIDDEN, TOKENS, max_diff  # noqa: E402
 
 
+def cases(args) -> list[tuple]:
+    """(dtype, batch, heads, seqlen, head dim, causal) per case."""
+    causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    if args.shapes:
+        shapes = []
+        for text in args.shapes:
+            try:
+                b, h, s, d = (int(x) for x in text.lower().split("x"))
+            except ValueError:
+                raise SystemExit(f"tune_attention: --shapes wants BxHxSxD (e.g. 1x12x128x64), got {text!r}")
+            shapes.append((b, h, s, d))
+    else:
+        shapes = [(max(1, TOKENS // s), HIDDEN // d, s, d) for d in args.dims for s in args.seqlens]
+    return [(dtype, b, h, s, d, causal) for dtype in args.dtypes for causal in causals for (b, h, s, d) in shapes]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seqlens", type=int, nargs="+", default=[512, 1024, 4096, 16384])
     ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--shapes", nargs="+", default=[], help="BxHxSxD cases instead of the seqlen x dim grid")
+    ap.add_argument("--mask", choices=("none", "padding"), default="none")
     ap.add_argument("--dtypes", nargs="+", default=["float16"])
     ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    ap.add_argument("--paths", nargs="+", default=["auto"], choices=("auto", "wgmma", "sm80"),
+                    help="kernel paths (attention_set_path)")
     ap.add_argument("--variants", type=int, nargs="+", default=[0], help="tile variants (attention_set_tile_variant)")
     ap.add_argument("--schedules", type=int, nargs="+", default=[-1],
                     help="causal schedules (attention_set_causal_schedule; ignored for non-causal cases)")
@@ -38,52 +61,66 @@ def main() -> int:
     import torch
     from trt_fastops import _C, ops
 
-    for dtype, d, causal, s in itertools.product(args.dtypes, args.dims,
-                                                  {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal],
-                                                  args.seqlens):
-        b, h = max(1, TOKENS // s), HIDDEN // d
+    for dtype, b, h, s, d, causal in cases(args):
         flops = 4 * b * h * s * s * d // (2 if causal else 1)
         dt = getattr(torch, dtype)
         g = torch.Generator(device="cuda").manual_seed(0)
         q3, k3, v3 = (torch.randn(b, s, h * d, device="cuda", generator=g).to(dt) for _ in range(3))
         q, k, v = (t.view(b, s, h, d).transpose(1, 2) for t in (q3, k3, v3))
+        mask = None
+        if args.mask == "padding":
+            keep = torch.ones(b, s, device="cuda")
+            if b > 1 and s > 2:
+                keep[-1, s // 2:] = 0
+            mask = ((1 - keep) * -10000.0).to(dt).view(b, 1, 1, s)
         out = torch.empty_like(q3).view(b, s, h, d).transpose(1, 2)
-        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        configs = [(vnt, sch) for vnt in args.variants for sch in (args.schedules if causal else [-1])]
+        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+        configs = [(path, vnt, sch) for path in args.paths for vnt in args.variants
+                   for sch in (args.schedules if causal else [-1])]
         times = {c: [] for c in configs}
         names, wrong = {}, {}
+
+        def run():
+            ops.attention(q, k, v, mask=mask, causal=causal, out=out)
+
         for trial in range(args.trials + 1):  # trial 0 warms up and checks
             for c in configs:
-                _C.attention_set_tile_variant(c[0])
-                _C.attention_set_causal_schedule(c[1])
+                previous = _C.attention_set_path(c[0])
+                _C.attention_set_tile_variant(c[1])
+                _C.attention_set_causal_schedule(c[2])
                 try:
                     if trial == 0:
                         out.fill_(float("nan"))
-                        ops.attention(q, k, v, causal=causal, out=out)
+                        run()
                         torch.cuda.synchronize()
                         wrong[c] = max_diff(torch, out, ref)
                         names[c] = _C.attention_forward(
                             dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
                             q_strides=q.stride()[:3], k_strides=k.stride()[:3], v_strides=v.stride()[:3],
-                            out_strides=out.stride()[:3], scale=d ** -0.5, causal=causal, dry_run=True)
+                            out_strides=out.stride()[:3], scale=d ** -0.5, causal=causal, dry_run=True,
+                            **({} if mask is None else dict(mask_kind="additive", mask_dtype=dtype,
+                                                            mask=mask.data_ptr(), mask_strides=(s, 0, 0, 1),
+                                                            mask_kv_len=s)))
                         continue
                     st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     st.record()
                     for _ in range(args.reps):
-                        ops.attention(q, k, v, causal=causal, out=out)
+                        run()
                     en.record()
                     torch.cuda.synchronize()
                     times[c].append(st.elapsed_time(en) * 1e3 / args.reps)
                 finally:
+                    _C.attention_set_path(previous)
                     _C.attention_set_tile_variant(0)
                     _C.attention_set_causal_schedule(-1)
         cells = []
         for c in configs:
-            tf = flops / statistics.median(times[c]) / 1e6
+            us = statistics.median(times[c])
             bad = "" if wrong[c] <= 0.02 else f" WRONG({wrong[c]:.3g})"
-            cells.append(f"v{c[0]}/s{c[1]}={tf:.1f}{bad}")
-        print(f"{dtype} d{d} {'causal' if causal else 'full  '} s{s:<6}", "  ".join(cells), flush=True)
-        print("   ", {f"v{c[0]}": names[c] for c in configs if c[1] == configs[0][1]}, flush=True)
+            cells.append(f"{c[0]}/v{c[1]}/s{c[2]}={flops / us / 1e6:.1f}TF,{us:.2f}us{bad}")
+        print(f"{dtype} b{b} h{h} d{d} {'causal' if causal else 'full  '} s{s:<6}"
+              f"{' mask' if mask is not None else ''}", "  ".join(cells), flush=True)
+        print("   ", {f"{c[0]}/v{c[1]}": names[c] for c in configs if c[2] == configs[0][2]}, flush=True)
     return 0
 
 
