@@ -56,6 +56,8 @@ def main() -> int:
                     help="causal schedules (attention_set_causal_schedule; ignored for non-causal cases)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--trials", type=int, default=9)
+    ap.add_argument("--graph", action="store_true",
+                    help="time CUDA-graph replays of --reps calls (small cases: eager timing is Python launch cost)")
     args = ap.parse_args()
 
     import torch
@@ -78,7 +80,7 @@ def main() -> int:
         configs = [(path, vnt, sch) for path in args.paths for vnt in args.variants
                    for sch in (args.schedules if causal else [-1])]
         times = {c: [] for c in configs}
-        names, wrong = {}, {}
+        names, wrong, graphs = {}, {}, {}
 
         def run():
             ops.attention(q, k, v, mask=mask, causal=causal, out=out)
@@ -101,11 +103,19 @@ def main() -> int:
                             **({} if mask is None else dict(mask_kind="additive", mask_dtype=dtype,
                                                             mask=mask.data_ptr(), mask_strides=(s, 0, 0, 1),
                                                             mask_kv_len=s)))
+                        if args.graph:  # the settings above are read at capture
+                            graphs[c] = torch.cuda.CUDAGraph()
+                            with torch.cuda.graph(graphs[c]):
+                                for _ in range(args.reps):
+                                    run()
                         continue
                     st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     st.record()
-                    for _ in range(args.reps):
-                        run()
+                    if args.graph:
+                        graphs[c].replay()
+                    else:
+                        for _ in range(args.reps):
+                            run()
                     en.record()
                     torch.cuda.synchronize()
                     times[c].append(st.elapsed_time(en) * 1e3 / args.reps)
