@@ -35,7 +35,7 @@ struct HopperTiles<64> {
   using Variants = std::tuple<HopperWsConfig<64, 128, 3, 2, true>, HopperWsConfig<64, 128, 2, 2, true>,
                               HopperWsConfig<64, 128, 3, 2, false>, HopperConfig<64, 64, 2>>;
   static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0;
-  static constexpr int SHORT_GRID_VARIANT = 1;  // 128 rows for grids under a wave: prefer_two_consumers_d64
+  static constexpr int SHORT_GRID_VARIANT = 1;  // 128 rows where prefer_two_consumers_d64 says so
   static_assert(std::tuple_element_t<SHORT_GRID_VARIANT, Variants>::BLOCK_M == 128 &&
                 std::tuple_element_t<0, Variants>::BLOCK_M == 192);
 };
@@ -110,17 +110,24 @@ bool key_row_packable(const AttentionParams& p) {
          p.mask_stride_h % 2 == 0 && (reinterpret_cast<uintptr_t>(p.mask) & 3) == 0;
 }
 
-// d64 without causal masking: the three-consumer tile (192 rows) is the faster
-// one per row, so it stays wherever its grid fills at least a wave. Below a wave
-// the 128-row tile spreads the same rows over more SMs: BERT batch 1 at 512
-// tokens, 36 tiles of 192 rows on 132 SMs, 15.7 -> 13.5 us per layer on the
-// H100. Measured there and kept: batch 1 at 128 tokens (one tile per head either
-// way) and batch 8 at 512 (288 tiles, 2.2 waves) are slower on the 128-row tile.
+// d64 without causal masking: the 128-row (two-consumer) tile against the
+// 192-row (three-consumer) one. Each CTA of the persistent grid walks
+// ceil(tiles / SMs) tiles, so a grid costs that many tiles x rows per tile, a
+// 128-row tile's row 1.15x a 192-row tile's (session 7's measured penalty).
+// The 192-row tile pads a 128-query sequence by half and a short grid leaves
+// SMs idle. On the H100 (tune_attention.py --graph, H12, BERT's key-padding
+// mask; us for 128 / 192 rows) the rule picks 128 rows for B1 S128 (5.3 /
+// 6.1), B8 S128 (6.9 / 7.4), B8 S512 (25.0 / 26.3), B32 S128 (12.9 / 15.0)
+// and B1 S512, and keeps 192 for B32 S512 (89.6 / 82.6) and bench_attention's
+// 16k-token cases (e.g. B16 H32 S1k: 24 x 192 against 32 x 128 x 1.15).
 bool prefer_two_consumers_d64(const AttentionParams& p) {
   LaunchDevice dev;
   if (p.causal || current_launch_device(&dev) != cudaSuccess || dev.multiprocessors <= 0) return false;
-  auto tiles = [&](int64_t rows) { return p.batch * p.q_heads * ((p.q_len + rows - 1) / rows); };
-  return tiles(192) < dev.multiprocessors && tiles(128) > tiles(192) && tiles(128) <= dev.multiprocessors;
+  auto cost = [&](int64_t rows, double per_row) {
+    const int64_t tiles = p.batch * p.q_heads * ((p.q_len + rows - 1) / rows);
+    return double((tiles + dev.multiprocessors - 1) / dev.multiprocessors) * double(rows) * per_row;
+  };
+  return cost(128, 1.15) < cost(192, 1.0);
 }
 
 // f(TypeTag<CFG>, MASKED, KEY_ROW) for the kernel that runs p: the bucket's
@@ -137,9 +144,11 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
   return dispatch_int<64, 128, 256>(head_dim_bucket(p), [&](auto D) {
     using Tiles = HopperTiles<D.value>;
     using Variants = typename Tiles::Variants;
-    // variant 0 (the default) of d64: 128 rows instead of 192 for grids under a wave
+    // variant 0 (the default) of d64: 128 rows instead of 192 for grids under a
+    // wave; forcing SHORT_GRID_VARIANT forces them for masked inputs too
     bool two = false;
-    if constexpr (D.value == 64) two = variant == 0 && prefer_two_consumers_d64(p);
+    if constexpr (D.value == 64)
+      two = (variant == 0 && prefer_two_consumers_d64(p)) || variant == Tiles::SHORT_GRID_VARIANT;
     const bool packed = key_row && Tiles::KEY_ROW_VARIANT >= 0 && key_row_packable(p) && !two;
     int index = variant;
     if constexpr (D.value == 64) {

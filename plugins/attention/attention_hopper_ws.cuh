@@ -144,24 +144,7 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
         const int tile = persistent_tile(it, a.lpt_heads > 0);
         if (tile >= tiles) break;
         BlockWork w = block_work<BM, BN, MASKED>(a, tile);
-        int zero_blocks = 0;
-        if constexpr (key_row) {
-          const int sl = it & 1;
-          mbar_wait(scan_full + sl, (it >> 1) & 1);
-          const KeyBounds kb{scan_slots[2 * sl], scan_slots[2 * sl + 1]};
-          mbar_arrive(scan_empty + sl);
-          zero_blocks = key_row_blocks<BN>(kb, w);
-        }
-        if (it > 0) mbar_wait(q_empty, (it - 1) & 1);
-        if constexpr (key_row) {
-          // The consumers read the previous tile's counts before releasing q_empty.
-          key_blocks[0] = w.n_blocks;
-          key_blocks[1] = zero_blocks;
-        }
-        mbar_arrive_expect_tx(q_full, Q_BYTES);
-#pragma unroll
-        for (int at = 0; at < ATOMS; ++at) tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
-        for (int nb = 0; nb < w.n_blocks; ++nb, ++kv) {
+        auto load_kv = [&](int nb) {
           const int st = kv % STAGES, round = kv / STAGES;
           T* s_k = s_kv + 2 * st * CFG::TILE_KV;
           T* s_v = s_k + CFG::TILE_KV;
@@ -175,7 +158,35 @@ __global__ void __launch_bounds__(CFG::THREADS, 1)
 #pragma unroll
           for (int at = 0; at < ATOMS; ++at)
             tma_load_4d(s_v + at * BN * 64, &maps.v, v_full + st, at * 64, nb * BN, w.kvh, w.b);
+          ++kv;
+        };
+        if (it > 0) mbar_wait(q_empty, (it - 1) & 1);
+        // KEY_ROW: Q and the first K/V block are on their way before the
+        // tile's mask bounds are awaited (a tile that runs at all keeps its
+        // first block: key_row_blocks never shrinks n_blocks below 1), so the
+        // scan's latency hides behind theirs; q_full's one arrival comes
+        // after the counts are published (a release).
+        if constexpr (key_row) {
+          mbar_expect_tx(q_full, Q_BYTES);
+        } else {
+          mbar_arrive_expect_tx(q_full, Q_BYTES);
         }
+#pragma unroll
+        for (int at = 0; at < ATOMS; ++at) tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
+        const bool any = w.n_blocks > 0;
+        if (any) load_kv(0);
+        if constexpr (key_row) {
+          const int sl = it & 1;
+          mbar_wait(scan_full + sl, (it >> 1) & 1);
+          const KeyBounds kb{scan_slots[2 * sl], scan_slots[2 * sl + 1]};
+          mbar_arrive(scan_empty + sl);
+          const int zero_blocks = key_row_blocks<BN>(kb, w);
+          // The consumers read the previous tile's counts before releasing q_empty.
+          key_blocks[0] = w.n_blocks;
+          key_blocks[1] = zero_blocks;
+          mbar_arrive(q_full);
+        }
+        for (int nb = any ? 1 : 0; nb < w.n_blocks; ++nb) load_kv(nb);
       }
     } else if (key_row && warp == 1) {
       // The mask scans, in the tiles' order; use u of a slot waits for the

@@ -9,32 +9,36 @@
 
 namespace trt_fastops::dense {
 
-// erf(x) to within 1.5e-7 absolute (Abramowitz & Stegun 7.1.26:
-// 1 - t (a1 + t (a2 + ... + t a5)) e^-x^2, t = 1 / (1 + p |x|)); on the device
-// the reciprocal and the exponential are the fast approximations, adding a few
-// 1e-8. One reciprocal, one exponential and seven FMAs: erff's dependent chain
-// is about twice as long, and in the sm_90a GEMM's epilogue (dense_gelu_sm90.cu)
-// GELU is what the tensor cores wait on. The error is far below Y's rounding
+// The exact (erf) GELU, v Phi(v), with Abramowitz & Stegun 7.1.26 for erf
+// (1 - t (a1 + t (a2 + ... + t a5)) e^-x^2, t = 1 / (1 + p x), x >= 0; within
+// 1.5e-7), rearranged so that no sign handling or 1 + erf remains:
+//   GELU(v) = max(v, 0) - |v| h(t) e^(-v^2 / 2),  t = 1 / (1 + p |v| / sqrt 2),
+// with h = 0.5 (a1 t + ... + a5 t^5) (the halves folded into the coefficients).
+// On the device the reciprocal and the power of two are single MUFU
+// instructions (rcp / ex2 .approx.ftz: flushing denormal intermediates changes
+// nothing here), 13 instructions in all: the sm_90a GEMM (dense_gelu_sm90.cu)
+// runs this in its epilogue, where its ~25 instructions per element, unhidden
+// by the main loop, were what the tensor cores waited on (ncu: 4x the
+// instructions of cuBLASLt's bias-only GEMM). The one expression both Dense
+// paths use (the fallback's pass below and the sm_90a epilogue's GeluErf),
+// so they compute GELU alike from the same v. Error far below Y's rounding
 // (float16 / bfloat16: 5e-4 / 4e-3 relative).
-__host__ __device__ __forceinline__ float erf_fast(float x) {
-  const float a = fabsf(x);
-#if defined(__CUDA_ARCH__)
-  const float t = __fdividef(1.f, fmaf(0.3275911f, a, 1.f));
-  const float e = __expf(-a * a);
-#else
-  const float t = 1.f / fmaf(0.3275911f, a, 1.f);
-  const float e = expf(-a * a);
-#endif
-  const float poly =
-      t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 1.061405429f, -1.453152027f), 1.421413741f), -0.284496736f), 0.254829592f);
-  return copysignf(fmaf(-poly, e, 1.f), x);
-}
-
-// The exact (erf) GELU, 0.5 v (1 + erf(v / sqrt 2)), in float32 with erf_fast:
-// the one expression both Dense paths use (the fallback's pass below and the
-// sm_90a epilogue's GeluErf), so they compute GELU alike from the same v.
 __host__ __device__ __forceinline__ float gelu_erf(float v) {
-  return 0.5f * v * (1.f + erf_fast(v * 0.70710678118654752f));
+  const float a = fabsf(v);
+  const float d = fmaf(0.3275911f * 0.70710678118654752f, a, 1.f);
+  const float w = a * 0.84932180028801907f;  // e^(-v^2 / 2) = 2^(-w^2), w = |v| sqrt(log2(e) / 2)
+#if defined(__CUDA_ARCH__)
+  float t, e;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(d));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(-w * w));
+#else
+  const float t = 1.f / d;
+  const float e = exp2f(-w * w);
+#endif
+  const float h =
+      t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 0.5307027145f, -0.7265760135f), 0.7107068705f), -0.142248368f),
+               0.127414796f);
+  return fmaf(-a * h, e, fmaxf(v, 0.f));
 }
 
 // Y[i] = GELU(Y[i]) for i < count, grid-stride. VEC: y is 16-byte aligned and
