@@ -144,8 +144,9 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
   return dispatch_int<64, 128, 256>(head_dim_bucket(p), [&](auto D) {
     using Tiles = HopperTiles<D.value>;
     using Variants = typename Tiles::Variants;
-    // variant 0 (the default) of d64: 128 rows instead of 192 for grids under a
-    // wave; forcing SHORT_GRID_VARIANT forces them for masked inputs too
+    // variant 0 (the default) of d64: 128 rows instead of 192 where
+    // prefer_two_consumers_d64's cost model says so; forcing SHORT_GRID_VARIANT
+    // forces them for masked inputs too
     bool two = false;
     if constexpr (D.value == 64)
       two = (variant == 0 && prefer_two_consumers_d64(p)) || variant == Tiles::SHORT_GRID_VARIANT;
