@@ -7,11 +7,11 @@ and the median over trials is reported, so configurations are compared under the
 conditions. Same cases as bench_attention.py (batch * seqlen = 16k tokens, hidden 2048).
 
     python scripts/tune_attention.py --variants 0 3 --schedules -1 0 8 32 --seqlens 512 4096
-    python scripts/tune_attention.py --shapes 1x12x128x64 8x12x512x64 --mask padding --paths auto wgmma sm80
+    python scripts/tune_attention.py --graph --shapes 1x12x128x64 8x12x512x64 --mask padding --paths auto wgmma sm80
 Prints one line per case: TFLOP/s and microseconds per configuration (path/variant/schedule),
 and the kernel names. --shapes (BxHxSxD) replaces the seqlen x dim grid; --mask padding adds a
 BERT-style additive key-padding mask [B, 1, 1, S] (0 / -10000; the last sequence's second half
-padded, as models/build.py feeds it).
+padded, as models/build.py feeds it); --graph times CUDA-graph replays, which small cases need.
 """
 from __future__ import annotations
 
