@@ -578,14 +578,20 @@ def bert_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def print_plan(cases, op_name, width: int, extra: tuple[str, str] | None = None) -> None:
+    """--dry-run: one line per case (op, dtype, shape, bytes moved, the 3 TB/s floor[, extra column])."""
+    head, cell = extra if extra else ("", "")
+    print(f"{'op':{width}s} {'dtype':8s} {'rows x hidden':>13s} {'bytes (MB)':>11s} {'floor us @3TB/s':>16s} {head}".rstrip())
+    for c in cases:
+        print(f"{op_name(c):{width}s} {c['dtype']:8s} {str(c['rows']) + 'x' + str(c['hidden']):>13s} "
+              f"{c['bytes'] / 1e6:11.1f} {c['floor_us']:16.1f} {cell}".rstrip())
+
+
 def main_bert(args) -> int:
     cases = bert_plan(args)
     if args.dry_run:
-        print(f"{'op':18s} {'dtype':8s} {'rows x hidden':>13s} {'bytes (MB)':>11s} {'floor us @3TB/s':>16s} paths")
-        for c in cases:
-            print(f"{'SkipLayerNorm+bias':18s} {c['dtype']:8s} {str(c['rows']) + 'x' + str(c['hidden']):>13s} "
-                  f"{c['bytes'] / 1e6:11.1f} {c['floor_us']:16.1f} {' '.join(args.bert_paths)}"
-                  f"{'' if args.no_ort else ' ort'}")
+        paths = " ".join(args.bert_paths) + ("" if args.no_ort else " ort")
+        print_plan(cases, lambda c: "SkipLayerNorm+bias", 18, ("paths", paths))
         return 0
     setup = gpu_setup("bench_norms --bert", want_ort=not args.no_ort)
     if setup == 2:
@@ -645,10 +651,7 @@ def main(argv=None) -> int:
         return main_bert(args)
     cases = plan(args)
     if args.dry_run:
-        print(f"{'op':13s} {'dtype':8s} {'rows x hidden':>13s} {'bytes (MB)':>11s} {'floor us @3TB/s':>16s}")
-        for c in cases:
-            print(f"{OP_NAMES[c['op']]:13s} {c['dtype']:8s} {str(c['rows']) + 'x' + str(c['hidden']):>13s} "
-                  f"{c['bytes'] / 1e6:11.1f} {c['floor_us']:16.1f}")
+        print_plan(cases, lambda c: OP_NAMES[c["op"]], 13)
         return 0
 
     setup = gpu_setup("bench_norms", want_ort=not args.no_ort)
