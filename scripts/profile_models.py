@@ -4,6 +4,7 @@
     python3 scripts/profile_models.py                  # BERT-base b32 s512 and b1 s128, ViT-B/16 b32
     python3 scripts/profile_models.py --case bert_base:8x128 --case gpt2:1x1024 --top 25
     python3 scripts/profile_models.py --target portable   # ours without ORT contrib ops
+    python3 scripts/profile_models.py --graphs --case bert_base:1x128   # CUDA-graph replays: GPU span and gaps
     python3 scripts/profile_models.py --dry-run        # the plan; needs no GPU and builds nothing
 
 Builds the models exactly as scripts/bench_models.py does (its prepare(): float16, seeded
@@ -19,6 +20,13 @@ GPU time per kernel class (gemm / attention / norm / elementwise+copy / other: a
 indicative only), total GPU time and kernel launches per run, and the wall time per run
 (measured separately, without the profiler). Everything goes to --out as JSON as well.
 
+--graphs profiles CUDA-graph replays instead (OrtModel with cuda_graph=True, copy_outputs=False,
+as bench_models times them). Each replay's GPU activities are found by the correlation id of its
+cudaGraphLaunch; per run it adds: the replay's GPU span (first kernel start to last kernel end),
+the idle gaps inside it (span - kernel time), the latency from the cudaGraphLaunch call to the
+first kernel, and the host's CUDA runtime calls (count and µs per run by name). wall - span is
+what the host adds around the GPU work.
+
 Case syntax: MODEL[:BATCHxSEQ] for bert_base / gpt2 / llama_gqa, MODEL[:BATCH] for vit_b16
 (196 patches) and resnet50 (224 px); MODEL alone takes the bench_models default size.
 """
@@ -29,6 +37,7 @@ import dataclasses
 import datetime as _dt
 import json
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -121,9 +130,9 @@ def short_name(name: str, width: int = 96) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def kernels_from_trace(trace: dict) -> list[tuple[str, float]]:
-    """(name, duration µs) of every GPU activity of a Chrome trace (torch.profiler's
-    export_chrome_trace): kernels, memcpys and memsets; memcpy/memset names get their category."""
+def gpu_events(trace: dict) -> list[dict]:
+    """Every GPU activity of a Chrome trace (torch.profiler's export_chrome_trace): kernels,
+    memcpys and memsets as {name, ts, dur, corr} (µs); memcpy/memset names get their category."""
     out = []
     for ev in trace.get("traceEvents", []):
         cat = str(ev.get("cat", "")).lower()
@@ -132,8 +141,54 @@ def kernels_from_trace(trace: dict) -> list[tuple[str, float]]:
         name = str(ev.get("name", "?"))
         if cat != "kernel":
             name = f"[{cat}] {name}"
-        out.append((name, float(ev.get("dur", 0.0))))
+        out.append({"name": name, "ts": float(ev.get("ts", 0.0)), "dur": float(ev.get("dur", 0.0)),
+                    "corr": (ev.get("args") or {}).get("correlation")})
     return out
+
+
+def runtime_events(trace: dict) -> list[dict]:
+    """The host's CUDA runtime / driver API calls of the trace as {name, ts, dur, corr}."""
+    out = []
+    for ev in trace.get("traceEvents", []):
+        if ev.get("ph") != "X" or str(ev.get("cat", "")).lower() not in ("cuda_runtime", "cuda_driver"):
+            continue
+        out.append({"name": str(ev.get("name", "?")), "ts": float(ev.get("ts", 0.0)),
+                    "dur": float(ev.get("dur", 0.0)), "corr": (ev.get("args") or {}).get("correlation")})
+    return out
+
+
+def kernels_from_trace(trace: dict) -> list[tuple[str, float]]:
+    """(name, duration µs) of every GPU activity of a Chrome trace."""
+    return [(e["name"], e["dur"]) for e in gpu_events(trace)]
+
+
+def replay_stats(trace: dict, iters: int) -> dict:
+    """Per-run GPU span, gaps and launch latency of CUDA-graph replays, and the host's runtime calls.
+
+    A replay's activities carry the correlation id of the cudaGraphLaunch that started them."""
+    calls = runtime_events(trace)
+    launches = {c["corr"]: c for c in calls if c["name"].startswith(("cudaGraphLaunch", "cuGraphLaunch"))}
+    groups: dict = defaultdict(list)
+    for e in gpu_events(trace):
+        if e["corr"] in launches:
+            groups[e["corr"]].append(e)
+    spans, gaps, latency, counts = [], [], [], []
+    for corr, evs in groups.items():
+        start = min(e["ts"] for e in evs)
+        span = max(e["ts"] + e["dur"] for e in evs) - start
+        spans.append(span)
+        gaps.append(span - sum(e["dur"] for e in evs))
+        latency.append(start - launches[corr]["ts"])
+        counts.append(len(evs))
+    by_call: dict = defaultdict(lambda: [0.0, 0])
+    for c in calls:
+        by_call[c["name"]][0] += c["dur"]
+        by_call[c["name"]][1] += 1
+    med = (lambda xs: round(statistics.median(xs), 2) if xs else None)
+    return {"replays": len(groups), "span_us": med(spans), "gaps_us": med(gaps), "launch_to_gpu_us": med(latency),
+            "activities_per_replay": med(counts),
+            "runtime_calls_per_run": {n: {"calls": round(k / iters, 2), "us": round(t / iters, 1)}
+                                      for n, (t, k) in sorted(by_call.items(), key=lambda kv: -kv[1][0])}}
 
 
 def summarize(kernels: list[tuple[str, float]], iters: int, top: int) -> dict:
@@ -160,6 +215,13 @@ def format_variant(label: str, variant: str, s: dict) -> str:
              f"{s['launches_per_run']:g} launches ({s['distinct_kernels']} distinct kernels); wall "
              f"{s.get('wall_ms', float('nan')):.3f} ms per run (no profiler)"]
     lines.append("    by class (us/run): " + ", ".join(f"{k} {v:.0f}" for k, v in s["classes_us_per_run"].items()))
+    g = s.get("graph")
+    if g:
+        lines.append(f"    graph replay: span {g['span_us']} us, gaps {g['gaps_us']} us, cudaGraphLaunch -> first "
+                     f"kernel {g['launch_to_gpu_us']} us, {g['activities_per_replay']} activities ({g['replays']} "
+                     f"replays)")
+        lines.append("    host CUDA calls per run: " + ", ".join(
+            f"{n} {c['calls']:g}x {c['us']:.1f} us" for n, c in list(g["runtime_calls_per_run"].items())[:6]))
     lines.append(f"    {'us/run':>9s} {'share':>6s} {'n/run':>6s} {'mean us':>8s}  kernel")
     for r in s["top"]:
         lines.append(f"    {r['us_per_run']:9.1f} {100 * r['share']:5.1f}% {r['launches_per_run']:6g} "
@@ -196,10 +258,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="rewrite target of ours (ort: ORT contrib ops such as BiasGelu allowed; portable: without)")
     ap.add_argument("--dtype", choices=("float16", "float32"), default="float16")
     ap.add_argument("--device", default="0", help="CUDA device index")
-    ap.add_argument("--warmup", type=int, default=3, help="plain runs before profiling")
+    ap.add_argument("--warmup", type=int, default=3,
+                    help="runs before profiling (with --graphs the first one captures the graph)")
     ap.add_argument("--iters", type=int, default=5, help="profiled runs (per-run numbers are over these)")
     ap.add_argument("--top", type=int, default=20, help="kernels listed per variant")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "profile_models.json")
+    ap.add_argument("--graphs", action="store_true",
+                    help="profile CUDA-graph replays (span, gaps, launch latency, host CUDA calls) instead of "
+                         "plain runs")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="JSON output (default bench/results/profile_models.json, profile_models_graphs.json with "
+                         "--graphs)")
     ap.add_argument("--dry-run", action="store_true", help="list the cases; builds nothing, needs no GPU")
     return ap
 
@@ -210,7 +278,8 @@ def prepare_args(args) -> argparse.Namespace:
                               target=args.target)
 
 
-def profile_runner(runner, feeds: dict, sync, warmup: int, iters: int) -> list[tuple[str, float]]:
+def profile_runner(runner, feeds: dict, sync, warmup: int, iters: int) -> dict:
+    """The Chrome trace of `iters` runs after `warmup` ones."""
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(warmup):
@@ -223,8 +292,7 @@ def profile_runner(runner, feeds: dict, sync, warmup: int, iters: int) -> list[t
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
-        trace = json.loads(path.read_text())
-    return kernels_from_trace(trace)
+        return json.loads(path.read_text())
 
 
 def profile_case(case: Case, args, env) -> dict:
@@ -247,9 +315,13 @@ def profile_case(case: Case, args, env) -> dict:
             print(f"--- {label} / {v}: skipped ({note})")
             continue
         try:
-            runner = env.ort_model(data, False)
-            kernels = profile_runner(runner, feeds, env.sync, args.warmup, args.iters)
-            s = summarize(kernels, args.iters, args.top)
+            runner = env.ort_model(data, args.graphs)
+            if args.graphs and not runner.graphs_enabled:
+                raise RuntimeError(f"no CUDA graphs: {runner.graph_fallback}")
+            trace = profile_runner(runner, feeds, env.sync, args.warmup, args.iters)
+            s = summarize(kernels_from_trace(trace), args.iters, args.top)
+            if args.graphs:
+                s["graph"] = replay_stats(trace, args.iters)
             s["wall_ms"] = BM.time_calls(lambda: runner.run(feeds), env.sync, 0.25, 10, 200)["ms"]
             s["graph_runs"] = runner.stats().get("graph_runs")
         except Exception as e:  # noqa: BLE001 - one failing variant must not end the run
@@ -265,6 +337,8 @@ def profile_case(case: Case, args, env) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.out is None:
+        args.out = REPO / "bench" / "results" / ("profile_models_graphs.json" if args.graphs else "profile_models.json")
     if args.warmup < 0 or args.iters < 1 or args.top < 1:
         raise SystemExit("profile_models: need --warmup >= 0, --iters >= 1 and --top >= 1")
     cases = [parse_case(c) for c in (args.cases or DEFAULT_CASES)]
@@ -272,7 +346,8 @@ def main(argv=None) -> int:
         for c in cases:
             b = bench_for(c)
             print(f"{c.label:22s} model {b.model:18s} build {dict(b.build_kw)} dims {list(b.dims)}")
-        print(f"{len(cases)} cases x variants {', '.join(args.variants)} (OrtModel, CUDA graphs off; "
+        print(f"{len(cases)} cases x variants {', '.join(args.variants)} (OrtModel, CUDA graphs "
+              f"{'on: replays' if args.graphs else 'off'}; "
               f"{args.warmup} warm-up + {args.iters} profiled runs); ours: target {args.target}; dtype {args.dtype}")
         return 0
     device = BM.parse_device(args.device)
@@ -307,7 +382,8 @@ def main(argv=None) -> int:
                         "trt_fastops": trt_fastops.__version__, "torch": env.torch.__version__,
                         "cuda": env.torch.version.cuda, "driver": driver_version()},
            "dtype": args.dtype, "target": args.target,
-           "method": f"OrtModel, CUDA graphs off, {args.warmup} warm-up runs, torch.profiler (CUDA activity) over "
+           "method": f"OrtModel, CUDA graphs {'on (replays)' if args.graphs else 'off'}, {args.warmup} warm-up runs, "
+                     f"torch.profiler (CUDA activity) over "
                      f"{args.iters} runs; per-run = total / {args.iters}; wall_ms measured without the profiler",
            "classes": "name match, indicative: " + "; ".join(f"{k} = /{p.pattern}/" for k, p in CLASSES),
            "cases": results}

@@ -265,12 +265,41 @@ def test_profile_trace_parsing_and_tables():
     assert "ortopt   skipped" in table and "ours     not run" in table
 
 
+def test_profile_graph_replays():
+    """--graphs: a replay's activities are found by its cudaGraphLaunch's correlation id."""
+    def launch(corr, ts):
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": ts, "dur": 4.0,
+                "args": {"correlation": corr}}
+
+    def kernel(corr, ts, dur):
+        return {"ph": "X", "cat": "kernel", "name": "k", "ts": ts, "dur": dur, "args": {"correlation": corr}}
+
+    trace = {"traceEvents": [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpy", "ts": 0.0, "dur": 6.0, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": 3.0, "dur": 1.0, "args": {"correlation": 1}},
+        launch(2, 10.0), kernel(2, 20.0, 5.0), kernel(2, 26.0, 4.0),       # span 10, gaps 1, latency 10
+        launch(3, 100.0), kernel(3, 108.0, 5.0), kernel(3, 116.0, 4.0),    # span 12, gaps 3, latency 8
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpy", "ts": 90.0, "dur": 8.0, "args": {"correlation": 4}},
+    ]}
+    g = pm.replay_stats(trace, iters=2)
+    assert g["replays"] == 2 and g["span_us"] == 11.0 and g["gaps_us"] == 2.0 and g["launch_to_gpu_us"] == 9.0
+    assert g["activities_per_replay"] == 2
+    assert g["runtime_calls_per_run"] == {"cudaMemcpy": {"calls": 1.0, "us": 7.0},
+                                          "cudaGraphLaunch": {"calls": 1.0, "us": 4.0}}
+    s = pm.summarize(pm.kernels_from_trace(trace), 2, 3)
+    s["graph"], s["wall_ms"] = g, 0.05
+    text = pm.format_variant("bert_base b1 s128", "ours", s)
+    assert "graph replay: span 11.0 us, gaps 2.0 us, cudaGraphLaunch -> first kernel 9.0 us" in text
+    assert "host CUDA calls per run: cudaMemcpy 1x 7.0 us, cudaGraphLaunch 1x 4.0 us" in text
+    assert pm.main(["--dry-run", "--graphs"]) == 0
+
+
 def test_profile_case_pipeline_on_cpu(monkeypatch, capsys):
     """profile_case end to end at the tiny sizes on ORT CPU, with the CUDA profiler replaced by
     the synthetic trace: build, rewrite (target ort), optimizer, OrtModel, timing, summaries."""
     monkeypatch.setattr(pm.BM, "FULL", pm.BM.TINY)
     monkeypatch.setattr(pm, "profile_runner", lambda runner, feeds, sync, warmup, iters: (
-        [runner.run(feeds) for _ in range(warmup + iters)] and pm.kernels_from_trace(TRACE)))
+        [runner.run(feeds) for _ in range(warmup + iters)] and TRACE))
     args = pm.build_parser().parse_args(["--top", "4", "--iters", "1", "--warmup", "1"])
     res = pm.profile_case(pm.Case("bert_base", 2, 8), args, pm.BM.Env(-1))
     out = capsys.readouterr().out
