@@ -12,6 +12,10 @@ Prints one line per case: TFLOP/s and microseconds per configuration (path/varia
 and the kernel names. --shapes (BxHxSxD) replaces the seqlen x dim grid; --mask padding adds a
 BERT-style additive key-padding mask [B, 1, 1, S] (0 / -10000; the last sequence's second half
 padded, as models/build.py feeds it); --graph times CUDA-graph replays, which small cases need.
+--layout picks how Q, K, V lie in memory: separate [B, S, H*D] tensors (default), packed (one
+[B, S, 3*H*D] tensor, as the packed-QKV rewrite feeds the op in a model) or bhsd (contiguous
+[B, H, S, D]). --rotate N cycles N copies of the inputs, so that with N * (inputs) beyond the
+L2 cache each call reads them from memory, as a layer of a model does.
 """
 from __future__ import annotations
 
@@ -41,16 +45,39 @@ def cases(args) -> list[tuple]:
     return [(dtype, b, h, s, d, causal) for dtype in args.dtypes for causal in causals for (b, h, s, d) in shapes]
 
 
+def make_inputs(torch, args, g, dt, b, h, s, d) -> tuple:
+    """q, k, v ([B, H, S, D] views in args.layout), the mask (or None) and out ([B, H, S, D] view of [B, S, H*D])."""
+    if args.layout == "packed":
+        qkv = torch.randn(b, s, 3 * h * d, device="cuda", generator=g).to(dt)
+        q, k, v = (qkv[..., i * h * d:(i + 1) * h * d].view(b, s, h, d).transpose(1, 2) for i in range(3))
+    elif args.layout == "bhsd":
+        q, k, v = (torch.randn(b, h, s, d, device="cuda", generator=g).to(dt) for _ in range(3))
+    else:
+        q, k, v = (torch.randn(b, s, h * d, device="cuda", generator=g).to(dt).view(b, s, h, d).transpose(1, 2)
+                   for _ in range(3))
+    mask = None
+    if args.mask == "padding":
+        keep = torch.ones(b, s, device="cuda")
+        if b > 1 and s > 2:
+            keep[-1, s // 2:] = 0
+        mask = ((1 - keep) * -10000.0).to(dt).view(b, 1, 1, s)
+    out = torch.empty(b, s, h * d, device="cuda", dtype=dt).view(b, s, h, d).transpose(1, 2)
+    return q, k, v, mask, out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seqlens", type=int, nargs="+", default=[512, 1024, 4096, 16384])
     ap.add_argument("--dims", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--shapes", nargs="+", default=[], help="BxHxSxD cases instead of the seqlen x dim grid")
     ap.add_argument("--mask", choices=("none", "padding"), default="none")
+    ap.add_argument("--layout", choices=("separate", "packed", "bhsd"), default="separate",
+                    help="Q/K/V memory layout (see above)")
+    ap.add_argument("--rotate", type=int, default=1, help="input copies cycled through (L2-cold reads)")
     ap.add_argument("--dtypes", nargs="+", default=["float16"])
     ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
-    ap.add_argument("--paths", nargs="+", default=["auto"], choices=("auto", "wgmma", "sm80"),
-                    help="kernel paths (attention_set_path)")
+    ap.add_argument("--paths", nargs="+", default=["auto"], choices=("auto", "wgmma", "sm80", "cudnn"),
+                    help="kernel paths (attention_set_path); cudnn: torch's SDPA on its cuDNN backend, a reference")
     ap.add_argument("--variants", type=int, nargs="+", default=[0], help="tile variants (attention_set_tile_variant)")
     ap.add_argument("--schedules", type=int, nargs="+", default=[-1],
                     help="causal schedules (attention_set_causal_schedule; ignored for non-causal cases)")
@@ -67,36 +94,40 @@ def main() -> int:
         flops = 4 * b * h * s * s * d // (2 if causal else 1)
         dt = getattr(torch, dtype)
         g = torch.Generator(device="cuda").manual_seed(0)
-        q3, k3, v3 = (torch.randn(b, s, h * d, device="cuda", generator=g).to(dt) for _ in range(3))
-        q, k, v = (t.view(b, s, h, d).transpose(1, 2) for t in (q3, k3, v3))
-        mask = None
-        if args.mask == "padding":
-            keep = torch.ones(b, s, device="cuda")
-            if b > 1 and s > 2:
-                keep[-1, s // 2:] = 0
-            mask = ((1 - keep) * -10000.0).to(dt).view(b, 1, 1, s)
-        out = torch.empty_like(q3).view(b, s, h, d).transpose(1, 2)
+        sets = [make_inputs(torch, args, g, dt, b, h, s, d) for _ in range(max(1, args.rotate))]
+        q, k, v, mask, out = sets[0]
         ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
         configs = [(path, vnt, sch) for path in args.paths for vnt in args.variants
                    for sch in (args.schedules if causal else [-1])]
         times = {c: [] for c in configs}
         names, wrong, graphs = {}, {}, {}
 
-        def run():
-            ops.attention(q, k, v, mask=mask, causal=causal, out=out)
+        def ours():
+            for qi, ki, vi, mi, oi in sets:
+                ops.attention(qi, ki, vi, mask=mi, causal=causal, out=oi)
+
+        def cudnn(check=False):
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                for qi, ki, vi, mi, oi in sets:
+                    y = torch.nn.functional.scaled_dot_product_attention(qi, ki, vi, attn_mask=mi, is_causal=causal)
+                    if check:  # timed runs leave the result where SDPA put it
+                        oi.copy_(y)
 
         for trial in range(args.trials + 1):  # trial 0 warms up and checks
             for c in configs:
-                previous = _C.attention_set_path(c[0])
+                run = cudnn if c[0] == "cudnn" else ours
+                previous = _C.attention_set_path("auto" if c[0] == "cudnn" else c[0])
                 _C.attention_set_tile_variant(c[1])
                 _C.attention_set_causal_schedule(c[2])
                 try:
                     if trial == 0:
                         out.fill_(float("nan"))
-                        run()
+                        run(check=True) if run is cudnn else run()
                         torch.cuda.synchronize()
                         wrong[c] = max_diff(torch, out, ref)
-                        names[c] = _C.attention_forward(
+                        names[c] = "torch SDPA (cuDNN)" if c[0] == "cudnn" else _C.attention_forward(
                             dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
                             q_strides=q.stride()[:3], k_strides=k.stride()[:3], v_strides=v.stride()[:3],
                             out_strides=out.stride()[:3], scale=d ** -0.5, causal=causal, dry_run=True,
@@ -118,7 +149,7 @@ def main() -> int:
                             run()
                     en.record()
                     torch.cuda.synchronize()
-                    times[c].append(st.elapsed_time(en) * 1e3 / args.reps)
+                    times[c].append(st.elapsed_time(en) * 1e3 / (args.reps * len(sets)))
                 finally:
                     _C.attention_set_path(previous)
                     _C.attention_set_tile_variant(0)
@@ -129,7 +160,8 @@ def main() -> int:
             bad = "" if wrong[c] <= 0.02 else f" WRONG({wrong[c]:.3g})"
             cells.append(f"{c[0]}/v{c[1]}/s{c[2]}={flops / us / 1e6:.1f}TF,{us:.2f}us{bad}")
         print(f"{dtype} b{b} h{h} d{d} {'causal' if causal else 'full  '} s{s:<6}"
-              f"{' mask' if mask is not None else ''}", "  ".join(cells), flush=True)
+              f"{' mask' if mask is not None else ''} {args.layout}{f' x{len(sets)}' if len(sets) > 1 else ''}",
+              "  ".join(cells), flush=True)
         print("   ", {f"{c[0]}/v{c[1]}": names[c] for c in configs if c[2] == configs[0][2]}, flush=True)
     return 0
 

@@ -198,7 +198,28 @@ def _is_contiguous(x) -> bool:
     return True
 
 
+#: torch dtype -> our dtype name (None: not one of ours; the DLPack path then says so)
+_TORCH_DTYPES: dict = {}
+
+
+def _torch_feed(name: str, x: Any) -> _Feed | None:
+    """A CUDA torch tensor read from its attributes: no DLPack export (5-20 µs each), which a
+    graph replay, copying by pointer, does not need. None where the general path must decide."""
+    dtype = _TORCH_DTYPES.get(x.dtype, False)
+    if dtype is False:
+        dtype = str(x.dtype).removeprefix("torch.")
+        dtype = _TORCH_DTYPES[x.dtype] = dtype if dtype in _DTYPES else None
+    if dtype is None or not x.is_cuda or not x.is_contiguous():
+        return None
+    return _Feed(name, "dlpack", tuple(x.shape), dtype, x.device.index, x.data_ptr(),
+                 x.numel() * x.element_size(), x)
+
+
 def _feed(name: str, x: Any, need_ortvalue: bool) -> _Feed:
+    if type(x).__module__ == "torch" and not need_ortvalue and hasattr(x, "data_ptr"):
+        fast = _torch_feed(name, x)
+        if fast is not None:
+            return fast
     if isinstance(x, DeviceTensor):
         return _Feed(name, "pointer", x.shape, x.dtype, x.device, x.ptr, x.nbytes, x)
     if isinstance(x, (np.ndarray, np.generic)):
@@ -268,9 +289,21 @@ def _from_dlpack_function(x: Any):
 class _OutputKind:
     """How outputs go back to the caller: numpy, the input's framework, or DeviceTensor."""
 
+    _functions: dict = {}  # type -> its framework's from_dlpack
+
     def __init__(self, first: _Feed):
         self.kind = first.kind
-        self.from_dlpack = _from_dlpack_function(first.keep) if first.kind == "dlpack" else None
+        self.from_dlpack = None
+        if first.kind == "dlpack":
+            t = type(first.keep)
+            fn = self._functions.get(t)
+            if fn is None:
+                fn = self._functions[t] = _from_dlpack_function(first.keep)
+            self.from_dlpack = fn
+
+    @property
+    def key(self) -> tuple:
+        return self.kind, self.from_dlpack
 
     def wants_device(self) -> bool:
         return self.kind != "numpy"
@@ -380,6 +413,9 @@ class _GraphEntry:
     outputs: dict  # name -> device OrtValue
     binding: Any
     threads: set = dataclasses.field(default_factory=set)  # threads that captured it (ORT keeps graphs per thread)
+    input_ptrs: dict = dataclasses.field(default_factory=dict)  # name -> device address of inputs[name]
+    run_options: Any = None  # RunOptions with this entry's gpu_graph_id
+    views: dict = dataclasses.field(default_factory=dict)  # output kind key -> {name: view} (copy_outputs=False)
 
 
 class OrtModel:
@@ -535,7 +571,7 @@ class OrtModel:
             if f.device >= 0 and f.device not in synced:
                 _native().device_synchronize(f.device)  # the producer's stream may still be writing it
                 synced.add(f.device)
-            if f.kind == "pointer":
+            if f.kind == "pointer" or (f.kind == "dlpack" and f.ortvalue is None):  # by address (torch fast path)
                 binding.bind_input(f.name, "cuda" if f.device >= 0 else "cpu", max(f.device, 0), _DTYPES[f.dtype][0],
                                    list(f.shape), f.ptr)
             elif f.kind == "numpy":
@@ -572,10 +608,8 @@ class OrtModel:
             self._entries.move_to_end(key)
             self._stage_inputs(entry, feeds)
         thread = threading.get_ident()
-        run_options = self._ort.RunOptions()
-        run_options.add_run_config_entry("gpu_graph_id", str(entry.graph_id))
         try:
-            self._session.run_with_iobinding(entry.binding, run_options)
+            self._session.run_with_iobinding(entry.binding, entry.run_options)
         except Exception as e:  # noqa: BLE001
             if thread in entry.threads:
                 raise  # a replay failed: not a capture problem
@@ -584,17 +618,20 @@ class OrtModel:
                 from e
         entry.threads.add(thread)
         self._counters["graph_runs"] += 1
-        return {name: self._deliver(entry.outputs[name], kind, copy=self.copy_outputs) for name in self.output_names}
+        if self.copy_outputs or kind.kind == "numpy":
+            return {name: self._deliver(entry.outputs[name], kind, copy=self.copy_outputs)
+                    for name in self.output_names}
+        # Views of the same buffers every replay: made once per output kind.
+        views = entry.views.get(kind.key)
+        if views is None:
+            views = entry.views[kind.key] = {name: self._deliver(entry.outputs[name], kind, copy=False)
+                                             for name in self.output_names}
+        return dict(views)
 
     def _stage_inputs(self, entry: _GraphEntry, feeds: dict) -> None:
-        _C = _native()
-        synced = set()
-        for f in feeds.values():
-            if f.device >= 0 and f.device not in synced:
-                _C.device_synchronize(f.device)  # the producer's stream may still be writing it
-                synced.add(f.device)
-            dst = entry.inputs[f.name]
-            _C.copy_bytes(dst.data_ptr(), f.ptr, f.nbytes, device=self.device)
+        # One native call: wait for the device (the producer's stream may still be writing the
+        # inputs), copy every input into the graph's buffer, wait for the copies.
+        _native().stage_copies(self.device, [(entry.input_ptrs[f.name], f.ptr, f.nbytes) for f in feeds.values()])
 
     def _new_entry(self, key, feeds: dict) -> _GraphEntry:
         ort = self._ort
@@ -607,6 +644,9 @@ class OrtModel:
             inputs[f.name] = ov
             binding.bind_ortvalue_input(f.name, ov)
         entry = _GraphEntry(self._next_graph_id, inputs, {}, binding)
+        entry.input_ptrs = {name: ov.data_ptr() for name, ov in inputs.items()}
+        entry.run_options = ort.RunOptions()
+        entry.run_options.add_run_config_entry("gpu_graph_id", str(entry.graph_id))
         self._next_graph_id += 1
         self._stage_inputs(entry, feeds)
         # Warm-up: plain runs (graph id -1 = no capture). The first one allocates the outputs,

@@ -87,6 +87,26 @@ Status copy_bytes(int device, void* dst, const void* src, size_t bytes, cudaStre
   return Status::ok();
 }
 
+Status stage_copies(int device, const CopySpan* copies, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if (copies[i].bytes && (copies[i].dst == nullptr || copies[i].src == nullptr))
+      return Status::errorf("stage_copies: null pointer in copy ", i, " (", copies[i].bytes, " bytes)");
+  }
+  DeviceGuard guard;
+  TRT_FASTOPS_RETURN_IF_ERROR(guard.set(device));
+  TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
+  for (size_t i = 0; i < count; ++i) {
+    if (copies[i].bytes == 0 || copies[i].dst == copies[i].src) continue;
+    cudaError_t err = cudaMemcpyAsync(copies[i].dst, copies[i].src, copies[i].bytes, cudaMemcpyDefault, 0);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return Status::errorf("stage_copies: copy ", i, " of ", copies[i].bytes, " bytes on device ", device,
+                            " failed: ", cuda_error_string(err));
+    }
+  }
+  return cuda_status(cudaStreamSynchronize(0), "cudaStreamSynchronize");
+}
+
 Status pointer_device(const void* ptr, int* device) {
   *device = -1;
   cudaPointerAttributes attr{};

@@ -38,6 +38,16 @@ Status device_synchronize(int device);
 // with wait, also waits for the stream, so the copy is complete on return.
 Status copy_bytes(int device, void* dst, const void* src, size_t bytes, cudaStream_t stream, bool wait);
 
+// One input staging step: waits for all work on `device` (whatever stream produced the
+// sources), then copies each (dst, src, bytes) with cudaMemcpyAsync on the legacy default
+// stream and waits for them once. What a graph replay needs before it reads fixed buffers.
+struct CopySpan {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
+Status stage_copies(int device, const CopySpan* copies, size_t count);
+
 // Sets *device to the device `ptr` lives on, or -1 for host memory cudart
 // does not know (pageable) or registered host memory.
 Status pointer_device(const void* ptr, int* device);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <pybind11/pybind11.h>
@@ -311,6 +312,23 @@ void register_graph_bindings(py::module_& m) {
       py::arg("stream") = 0, py::arg("wait") = true,
       "cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream) on `device` (host or device pointers);\n"
       "with wait, the copy is complete on return");
+  m.def(
+      "stage_copies",
+      [](int device, const std::vector<std::tuple<uintptr_t, uintptr_t, size_t>>& copies) {
+        std::vector<CopySpan> spans;
+        spans.reserve(copies.size());
+        for (const auto& [dst, src, bytes] : copies)
+          spans.push_back({reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes});
+        Status st;
+        {
+          py::gil_scoped_release release;
+          st = stage_copies(device, spans.data(), spans.size());
+        }
+        throw_if_error(st);
+      },
+      py::arg("device"), py::arg("copies"),
+      "cudaDeviceSynchronize on `device`, then every (dst, src, nbytes) copied (cudaMemcpyDefault), complete\n"
+      "on return: one call to stage a graph's inputs");
   m.def(
       "pointer_device",
       [](uintptr_t ptr) {

@@ -94,6 +94,34 @@ def test_torch_tensors_in_and_out(ort_cuda, model, torch_cuda):
     cpu.assert_matches(model, b_feeds, {k: v.cpu().numpy() for k, v in a.items()}, TOL)
 
 
+def test_torch_inputs_edges_and_views_per_output_kind(ort_cuda, model, torch_cuda):
+    """CUDA torch tensors are read from their attributes (no DLPack export); the rest goes the
+    DLPack way: a non-contiguous tensor is refused by name, a CPU tensor works. With
+    copy_outputs=False the views are made once per output kind: torch inputs get torch views,
+    DeviceTensor inputs DeviceTensor views, of the same buffers."""
+    torch = torch_cuda
+    m = graph_model(model, copy_outputs=False)
+    feeds = cpu.feeds_for(6, 320)
+    bad = {k: torch.from_numpy(v).cuda() for k, v in feeds.items()}
+    bad["X"] = torch.from_numpy(np.ascontiguousarray(feeds["X"].T)).cuda().t()
+    with pytest.raises(ValueError, match="input 'X' is not contiguous"):
+        m.run(bad)
+    dev = {k: torch.from_numpy(v).cuda() for k, v in feeds.items()}
+    t = m.run(dev)
+    assert isinstance(t["Y"], torch.Tensor)
+    cpu.assert_matches(model, feeds, {k: v.cpu().numpy() for k, v in t.items()}, TOL)
+    feeds2 = cpu.feeds_for(6, 321)
+    dt = m.run({k: R.DeviceTensor(v.data_ptr(), v.shape, "float32", 0)
+                for k, v in ((k, torch.from_numpy(a).cuda()) for k, a in feeds2.items())})
+    assert isinstance(dt["Y"], R.DeviceTensor) and dt["Y"].ptr == t["Y"].data_ptr()
+    cpu.assert_matches(model, feeds2, {k: v.cpu().numpy() for k, v in t.items()}, TOL)  # t views the buffer
+    host = m.run({k: torch.from_numpy(v) for k, v in feeds.items()})  # CPU torch tensors: DLPack path
+    assert isinstance(host["Y"], torch.Tensor)
+    cpu.assert_matches(model, feeds, {k: v.cpu().numpy() for k, v in host.items()}, TOL)
+    plain = R.OrtModel(model, "cuda:0", cuda_graph=False)  # plain runs bind fast-path tensors by address
+    cpu.assert_matches(model, feeds, {k: v.cpu().numpy() for k, v in plain.run(dev).items()}, TOL)
+
+
 def test_device_pointers_in_device_tensors_out(ort_cuda, model, torch_cuda):
     torch = torch_cuda
     m = graph_model(model)
