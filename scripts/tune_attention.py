@@ -15,7 +15,10 @@ padded, as models/build.py feeds it); --graph times CUDA-graph replays, which sm
 --layout picks how Q, K, V lie in memory: separate [B, S, H*D] tensors (default), packed (one
 [B, S, 3*H*D] tensor, as the packed-QKV rewrite feeds the op in a model) or bhsd (contiguous
 [B, H, S, D]). --rotate N cycles N copies of the inputs, so that with N * (inputs) beyond the
-L2 cache each call reads them from memory, as a layer of a model does.
+L2 cache each call reads them from memory, as a layer of a model does. --before gemm (packed
+layout) runs the QKV projection GEMM (torch.matmul, [B*S, H*D] x [H*D, 3*H*D]) into the packed
+tensor before every call, as in a model, and reports the attention's share: graph time of
+GEMM + attention minus the GEMM alone (--graph).
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ def cases(args) -> list[tuple]:
 
 def make_inputs(torch, args, g, dt, b, h, s, d) -> tuple:
     """q, k, v ([B, H, S, D] views in args.layout), the mask (or None) and out ([B, H, S, D] view of [B, S, H*D])."""
+    qkv = None
     if args.layout == "packed":
         qkv = torch.randn(b, s, 3 * h * d, device="cuda", generator=g).to(dt)
         q, k, v = (qkv[..., i * h * d:(i + 1) * h * d].view(b, s, h, d).transpose(1, 2) for i in range(3))
@@ -62,7 +66,12 @@ def make_inputs(torch, args, g, dt, b, h, s, d) -> tuple:
             keep[-1, s // 2:] = 0
         mask = ((1 - keep) * -10000.0).to(dt).view(b, 1, 1, s)
     out = torch.empty(b, s, h * d, device="cuda", dtype=dt).view(b, s, h, d).transpose(1, 2)
-    return q, k, v, mask, out
+    proj = None
+    if args.before == "gemm":  # x, w of the projection writing qkv; scaled so that q, k, v stay ~N(0, 1)
+        x = torch.randn(b * s, h * d, device="cuda", generator=g).to(dt)
+        w = (torch.randn(h * d, 3 * h * d, device="cuda", generator=g) * (h * d) ** -0.5).to(dt)
+        proj = (x, w, qkv.view(b * s, 3 * h * d))
+    return q, k, v, mask, out, proj
 
 
 def main() -> int:
@@ -74,6 +83,8 @@ def main() -> int:
     ap.add_argument("--layout", choices=("separate", "packed", "bhsd"), default="separate",
                     help="Q/K/V memory layout (see above)")
     ap.add_argument("--rotate", type=int, default=1, help="input copies cycled through (L2-cold reads)")
+    ap.add_argument("--before", choices=("none", "gemm"), default="none",
+                    help="gemm: the QKV projection into the packed tensor before each call (see above)")
     ap.add_argument("--dtypes", nargs="+", default=["float16"])
     ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     ap.add_argument("--paths", nargs="+", default=["auto"], choices=("auto", "wgmma", "sm80", "cudnn"),
@@ -86,6 +97,8 @@ def main() -> int:
     ap.add_argument("--graph", action="store_true",
                     help="time CUDA-graph replays of --reps calls (small cases: eager timing is Python launch cost)")
     args = ap.parse_args()
+    if args.before == "gemm" and (args.layout != "packed" or not args.graph):
+        raise SystemExit("tune_attention: --before gemm needs --layout packed and --graph")
 
     import torch
     from trt_fastops import _C, ops
@@ -95,30 +108,43 @@ def main() -> int:
         dt = getattr(torch, dtype)
         g = torch.Generator(device="cuda").manual_seed(0)
         sets = [make_inputs(torch, args, g, dt, b, h, s, d) for _ in range(max(1, args.rotate))]
-        q, k, v, mask, out = sets[0]
+        for *_, proj in sets:
+            if proj is not None:
+                torch.matmul(proj[0], proj[1], out=proj[2])  # q, k, v as the timed runs leave them
+        q, k, v, mask, out, _ = sets[0]
         ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
         configs = [(path, vnt, sch) for path in args.paths for vnt in args.variants
                    for sch in (args.schedules if causal else [-1])]
+        if args.before == "gemm":
+            configs.append(("gemm-only", 0, -1))
         times = {c: [] for c in configs}
         names, wrong, graphs = {}, {}, {}
 
         def ours():
-            for qi, ki, vi, mi, oi in sets:
+            for qi, ki, vi, mi, oi, pi in sets:
+                if pi is not None:
+                    torch.matmul(pi[0], pi[1], out=pi[2])
                 ops.attention(qi, ki, vi, mask=mi, causal=causal, out=oi)
+
+        def gemm_only():
+            for *_, pi in sets:
+                torch.matmul(pi[0], pi[1], out=pi[2])
 
         def cudnn(check=False):
             from torch.nn.attention import SDPBackend, sdpa_kernel
 
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                for qi, ki, vi, mi, oi in sets:
+                for qi, ki, vi, mi, oi, pi in sets:
+                    if pi is not None:
+                        torch.matmul(pi[0], pi[1], out=pi[2])
                     y = torch.nn.functional.scaled_dot_product_attention(qi, ki, vi, attn_mask=mi, is_causal=causal)
                     if check:  # timed runs leave the result where SDPA put it
                         oi.copy_(y)
 
         for trial in range(args.trials + 1):  # trial 0 warms up and checks
             for c in configs:
-                run = cudnn if c[0] == "cudnn" else ours
-                previous = _C.attention_set_path("auto" if c[0] == "cudnn" else c[0])
+                run = {"cudnn": cudnn, "gemm-only": gemm_only}.get(c[0], ours)
+                previous = _C.attention_set_path("auto" if c[0] in ("cudnn", "gemm-only") else c[0])
                 _C.attention_set_tile_variant(c[1])
                 _C.attention_set_causal_schedule(c[2])
                 try:
@@ -126,8 +152,9 @@ def main() -> int:
                         out.fill_(float("nan"))
                         run(check=True) if run is cudnn else run()
                         torch.cuda.synchronize()
-                        wrong[c] = max_diff(torch, out, ref)
-                        names[c] = "torch SDPA (cuDNN)" if c[0] == "cudnn" else _C.attention_forward(
+                        wrong[c] = 0.0 if run is gemm_only else max_diff(torch, out, ref)
+                        names[c] = {"cudnn": "torch SDPA (cuDNN)", "gemm-only": "torch.matmul"}.get(c[0]) or \
+                            _C.attention_forward(
                             dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
                             q_strides=q.stride()[:3], k_strides=k.stride()[:3], v_strides=v.stride()[:3],
                             out_strides=out.stride()[:3], scale=d ** -0.5, causal=causal, dry_run=True,
@@ -155,8 +182,9 @@ def main() -> int:
                     _C.attention_set_tile_variant(0)
                     _C.attention_set_causal_schedule(-1)
         cells = []
+        base = statistics.median(times[("gemm-only", 0, -1)]) if args.before == "gemm" else 0.0
         for c in configs:
-            us = statistics.median(times[c])
+            us = statistics.median(times[c]) - (0.0 if c[0] == "gemm-only" else base)
             bad = "" if wrong[c] <= 0.02 else f" WRONG({wrong[c]:.3g})"
             cells.append(f"{c[0]}/v{c[1]}/s{c[2]}={flops / us / 1e6:.1f}TF,{us:.2f}us{bad}")
         print(f"{dtype} b{b} h{h} d{d} {'causal' if causal else 'full  '} s{s:<6}"
