@@ -18,7 +18,8 @@ padded, as models/build.py feeds it); --graph times CUDA-graph replays, which sm
 L2 cache each call reads them from memory, as a layer of a model does. --before gemm (packed
 layout) runs the QKV projection GEMM (torch.matmul, [B*S, H*D] x [H*D, 3*H*D]) into the packed
 tensor before every call, as in a model, and reports the attention's share: graph time of
-GEMM + attention minus the GEMM alone (--graph).
+GEMM + attention minus the GEMM alone (--graph). --before flush writes 256 MiB before every call
+instead (nothing of the kernel's, code or data, left in the L2 cache).
 """
 from __future__ import annotations
 
@@ -83,8 +84,9 @@ def main() -> int:
     ap.add_argument("--layout", choices=("separate", "packed", "bhsd"), default="separate",
                     help="Q/K/V memory layout (see above)")
     ap.add_argument("--rotate", type=int, default=1, help="input copies cycled through (L2-cold reads)")
-    ap.add_argument("--before", choices=("none", "gemm"), default="none",
-                    help="gemm: the QKV projection into the packed tensor before each call (see above)")
+    ap.add_argument("--before", choices=("none", "gemm", "flush"), default="none",
+                    help="gemm: the QKV projection into the packed tensor before each call (see above); flush: "
+                         "a 256 MiB fill before each call (the L2 cache, code included, cold)")
     ap.add_argument("--dtypes", nargs="+", default=["float16"])
     ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     ap.add_argument("--paths", nargs="+", default=["auto"], choices=("auto", "wgmma", "sm80", "cudnn"),
@@ -99,6 +101,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.before == "gemm" and (args.layout != "packed" or not args.graph):
         raise SystemExit("tune_attention: --before gemm needs --layout packed and --graph")
+    if args.before == "flush" and not args.graph:
+        raise SystemExit("tune_attention: --before flush needs --graph")
 
     import torch
     from trt_fastops import _C, ops
@@ -108,6 +112,7 @@ def main() -> int:
         dt = getattr(torch, dtype)
         g = torch.Generator(device="cuda").manual_seed(0)
         sets = [make_inputs(torch, args, g, dt, b, h, s, d) for _ in range(max(1, args.rotate))]
+        flush = torch.empty(64 << 20, device="cuda", dtype=torch.float32) if args.before == "flush" else None
         for *_, proj in sets:
             if proj is not None:
                 torch.matmul(proj[0], proj[1], out=proj[2])  # q, k, v as the timed runs leave them
@@ -115,36 +120,40 @@ def main() -> int:
         ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
         configs = [(path, vnt, sch) for path in args.paths for vnt in args.variants
                    for sch in (args.schedules if causal else [-1])]
-        if args.before == "gemm":
-            configs.append(("gemm-only", 0, -1))
+        if args.before != "none":
+            configs.append(("before-only", 0, -1))
         times = {c: [] for c in configs}
         names, wrong, graphs = {}, {}, {}
 
+        def before(pi):
+            if pi is not None:
+                torch.matmul(pi[0], pi[1], out=pi[2])
+            elif flush is not None:
+                flush.fill_(1.0)
+
         def ours():
             for qi, ki, vi, mi, oi, pi in sets:
-                if pi is not None:
-                    torch.matmul(pi[0], pi[1], out=pi[2])
+                before(pi)
                 ops.attention(qi, ki, vi, mask=mi, causal=causal, out=oi)
 
         def gemm_only():
             for *_, pi in sets:
-                torch.matmul(pi[0], pi[1], out=pi[2])
+                before(pi)
 
         def cudnn(check=False):
             from torch.nn.attention import SDPBackend, sdpa_kernel
 
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
                 for qi, ki, vi, mi, oi, pi in sets:
-                    if pi is not None:
-                        torch.matmul(pi[0], pi[1], out=pi[2])
+                    before(pi)
                     y = torch.nn.functional.scaled_dot_product_attention(qi, ki, vi, attn_mask=mi, is_causal=causal)
                     if check:  # timed runs leave the result where SDPA put it
                         oi.copy_(y)
 
         for trial in range(args.trials + 1):  # trial 0 warms up and checks
             for c in configs:
-                run = {"cudnn": cudnn, "gemm-only": gemm_only}.get(c[0], ours)
-                previous = _C.attention_set_path("auto" if c[0] in ("cudnn", "gemm-only") else c[0])
+                run = {"cudnn": cudnn, "before-only": gemm_only}.get(c[0], ours)
+                previous = _C.attention_set_path("auto" if c[0] in ("cudnn", "before-only") else c[0])
                 _C.attention_set_tile_variant(c[1])
                 _C.attention_set_causal_schedule(c[2])
                 try:
@@ -153,7 +162,7 @@ def main() -> int:
                         run(check=True) if run is cudnn else run()
                         torch.cuda.synchronize()
                         wrong[c] = 0.0 if run is gemm_only else max_diff(torch, out, ref)
-                        names[c] = {"cudnn": "torch SDPA (cuDNN)", "gemm-only": "torch.matmul"}.get(c[0]) or \
+                        names[c] = {"cudnn": "torch SDPA (cuDNN)", "before-only": f"{args.before} alone"}.get(c[0]) or \
                             _C.attention_forward(
                             dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
                             q_strides=q.stride()[:3], k_strides=k.stride()[:3], v_strides=v.stride()[:3],
@@ -182,9 +191,9 @@ def main() -> int:
                     _C.attention_set_tile_variant(0)
                     _C.attention_set_causal_schedule(-1)
         cells = []
-        base = statistics.median(times[("gemm-only", 0, -1)]) if args.before == "gemm" else 0.0
+        base = statistics.median(times[("before-only", 0, -1)]) if args.before != "none" else 0.0
         for c in configs:
-            us = statistics.median(times[c]) - (0.0 if c[0] == "gemm-only" else base)
+            us = statistics.median(times[c]) - (0.0 if c[0] == "before-only" else base)
             bad = "" if wrong[c] <= 0.02 else f" WRONG({wrong[c]:.3g})"
             cells.append(f"{c[0]}/v{c[1]}/s{c[2]}={flops / us / 1e6:.1f}TF,{us:.2f}us{bad}")
         print(f"{dtype} b{b} h{h} d{d} {'causal' if causal else 'full  '} s{s:<6}"
