@@ -30,14 +30,10 @@ namespace {
 // such as a 3-stage d64 ring, were dropped to keep the instantiations few).
 template <int D>
 struct HopperTiles;
-#ifndef TRT_FASTOPS_WS_D64_STAGES
-#define TRT_FASTOPS_WS_D64_STAGES 2
-#endif
 template <>
 struct HopperTiles<64> {
-  static constexpr int ST = TRT_FASTOPS_WS_D64_STAGES;
-  using Variants = std::tuple<HopperWsConfig<64, 128, 3, ST, true>, HopperWsConfig<64, 128, 2, ST, true>,
-                              HopperWsConfig<64, 128, 3, ST, false>, HopperConfig<64, 64, 2>>;
+  using Variants = std::tuple<HopperWsConfig<64, 128, 3, 2, true>, HopperWsConfig<64, 128, 2, 2, true>,
+                              HopperWsConfig<64, 128, 3, 2, false>, HopperConfig<64, 64, 2>>;
   static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0;
   static constexpr int SHORT_GRID_VARIANT = 1;  // 128 rows where prefer_two_consumers_d64 says so
   static_assert(std::tuple_element_t<SHORT_GRID_VARIANT, Variants>::BLOCK_M == 128 &&
