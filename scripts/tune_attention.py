@@ -19,7 +19,9 @@ L2 cache each call reads them from memory, as a layer of a model does. --before 
 layout) runs the QKV projection GEMM (torch.matmul, [B*S, H*D] x [H*D, 3*H*D]) into the packed
 tensor before every call, as in a model, and reports the attention's share: graph time of
 GEMM + attention minus the GEMM alone (--graph). --before flush writes 256 MiB before every call
-instead (nothing of the kernel's, code or data, left in the L2 cache).
+instead (nothing of the kernel's, code or data, left in the L2 cache); --before scatter scales 48
+separately allocated 4.5 MiB tensors in place (~216 MiB in many allocations, as a layer's weights
+and activations are touched between two attention calls of a model).
 """
 from __future__ import annotations
 
@@ -84,9 +86,10 @@ def main() -> int:
     ap.add_argument("--layout", choices=("separate", "packed", "bhsd"), default="separate",
                     help="Q/K/V memory layout (see above)")
     ap.add_argument("--rotate", type=int, default=1, help="input copies cycled through (L2-cold reads)")
-    ap.add_argument("--before", choices=("none", "gemm", "flush"), default="none",
+    ap.add_argument("--before", choices=("none", "gemm", "flush", "scatter"), default="none",
                     help="gemm: the QKV projection into the packed tensor before each call (see above); flush: "
-                         "a 256 MiB fill before each call (the L2 cache, code included, cold)")
+                         "a 256 MiB fill before each call (the L2 cache, code included, cold); scatter: 48 separate "
+                         "4.5 MiB tensors scaled in place (weights-like: many allocations touched)")
     ap.add_argument("--dtypes", nargs="+", default=["float16"])
     ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     ap.add_argument("--paths", nargs="+", default=["auto"], choices=("auto", "wgmma", "sm80", "cudnn"),
@@ -101,8 +104,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.before == "gemm" and (args.layout != "packed" or not args.graph):
         raise SystemExit("tune_attention: --before gemm needs --layout packed and --graph")
-    if args.before == "flush" and not args.graph:
-        raise SystemExit("tune_attention: --before flush needs --graph")
+    if args.before in ("flush", "scatter") and not args.graph:
+        raise SystemExit(f"tune_attention: --before {args.before} needs --graph")
 
     import torch
     from trt_fastops import _C, ops
@@ -113,6 +116,8 @@ def main() -> int:
         g = torch.Generator(device="cuda").manual_seed(0)
         sets = [make_inputs(torch, args, g, dt, b, h, s, d) for _ in range(max(1, args.rotate))]
         flush = torch.empty(64 << 20, device="cuda", dtype=torch.float32) if args.before == "flush" else None
+        scatter = [torch.ones(9 << 19, device="cuda", dtype=torch.float16) for _ in range(48)] \
+            if args.before == "scatter" else None
         for *_, proj in sets:
             if proj is not None:
                 torch.matmul(proj[0], proj[1], out=proj[2])  # q, k, v as the timed runs leave them
@@ -130,6 +135,8 @@ def main() -> int:
                 torch.matmul(pi[0], pi[1], out=pi[2])
             elif flush is not None:
                 flush.fill_(1.0)
+            elif scatter is not None:
+                torch._foreach_mul_(scatter, 1.0)
 
         def ours():
             for qi, ki, vi, mi, oi, pi in sets:
