@@ -439,7 +439,8 @@ class OrtModel:
     session is recycled after that many evictions. warmup_runs (>= 1): plain runs of a new
     signature before its capturing run (lazy initialisation -- cuDNN plans, workspaces --
     happens outside the capture). copy_outputs: device outputs are fresh tensors (default); False
-    returns views of the graph's output buffers, valid until the next run of that signature.
+    returns views of the graph's output buffers, valid until the next run of that signature (made
+    once per signature and output kind: every replay returns the same view objects).
     provider_options: extra CUDA execution provider options. session_options: an
     onnxruntime.SessionOptions (the custom-op library is registered into it).
 
