@@ -28,16 +28,6 @@ Status cuda_device_info(int index, DeviceInfo* info) {
   return Status::ok();
 }
 
-int current_device_sms() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return sms;
-}
-
 cudaError_t current_launch_device(LaunchDevice* d) {
   constexpr int kCachedDevices = 64;
   static std::atomic<int64_t> cached[kCachedDevices];  // multiprocessors << 16 | major << 8 | minor; 0 unknown
@@ -58,6 +48,15 @@ cudaError_t current_launch_device(LaunchDevice* d) {
   d->cc_major = int(packed >> 8) & 0xff;
   d->cc_minor = int(packed) & 0xff;
   return cudaSuccess;
+}
+
+int current_device_sms() {
+  LaunchDevice d;
+  if (current_launch_device(&d) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return d.multiprocessors;
 }
 
 int device_smem_optin(int device) {

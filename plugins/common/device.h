@@ -23,8 +23,9 @@ struct DeviceInfo {
 
 Status cuda_device_info(int index, DeviceInfo* info);
 
-// Multiprocessors of the current device, or 0 when it cannot be asked (the
-// query's error is cleared so the next launch does not inherit it).
+// Multiprocessors of the current device (current_launch_device's cached value),
+// or 0 when it cannot be asked (the query's error is cleared so the next launch
+// does not inherit it).
 int current_device_sms();
 
 // Largest dynamic shared memory a CTA may opt into on `device` (< 0: the
