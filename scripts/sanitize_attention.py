@@ -90,8 +90,9 @@ def run_case(torch, check, make_inputs, case) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--paths", default="auto,wgmma,sm80",
-                    help="comma-separated kernel paths (_C.attention_set_path), default all three")
+    ap.add_argument("--paths", default="auto,auto-m64,wgmma,sm80",
+                    help="comma-separated kernel paths (_C.attention_set_path; auto-m64: auto with d64's 64-row "
+                         "tile forced), default all four")
     args = ap.parse_args(argv)
     if args.list:
         for c in CASES:
@@ -103,16 +104,18 @@ def main(argv=None) -> int:
         if not torch.cuda.is_available():
             raise ImportError("no CUDA device")
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gpu"))
-        from test_attention_kernels import check, make_inputs
+        from test_attention_kernels import ONE_CONSUMER_VARIANT, check, make_inputs
     except ImportError as e:
         print(f"sanitize_attention: cannot run: {e}", file=sys.stderr)
         return 2
     from trt_fastops import _C
 
     failed = 0
-    # On an H100: the warp-specialised TMA kernel, the plain wgmma kernel, the mma.sync kernel.
+    # On an H100: the warp-specialised TMA kernel (its default tiles, then d64's 64-row tile), the
+    # plain wgmma kernel, the mma.sync kernel.
     for path in args.paths.split(","):
-        _C.attention_set_path(path)
+        _C.attention_set_path("auto" if path == "auto-m64" else path)
+        _C.attention_set_tile_variant(ONE_CONSUMER_VARIANT if path == "auto-m64" else 0)
         for case in CASES:
             try:
                 run_case(torch, check, make_inputs, case)

@@ -22,7 +22,9 @@ namespace {
 // come first; variant 0 is the default. Masked inputs take MASKED_VARIANT (the
 // three-consumer d64 tile spills with the general mask code), key-padding
 // masks that key_row_packable accepts KEY_ROW_VARIANT (the three-consumer d64
-// tile holds those packed; -1: MASKED_VARIANT). The plain wgmma kernel
+// tile holds those packed; -1: MASKED_VARIANT). d64 picks its rows per tile
+// (SHORT_GRID_VARIANT: 128, ONE_CONSUMER_VARIANT: 64, else 192) with
+// d64_rows's cost model. The plain wgmma kernel
 // (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on and runs
 // where the warp-specialised one can't (no tensor maps for these strides, d256,
 // the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x its 128-key
@@ -33,10 +35,12 @@ struct HopperTiles;
 template <>
 struct HopperTiles<64> {
   using Variants = std::tuple<HopperWsConfig<64, 128, 3, 2, true>, HopperWsConfig<64, 128, 2, 2, true>,
-                              HopperWsConfig<64, 128, 3, 2, false>, HopperConfig<64, 64, 2>>;
-  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0;
-  static constexpr int SHORT_GRID_VARIANT = 1;  // 128 rows where prefer_two_consumers_d64 says so
+                              HopperWsConfig<64, 128, 3, 2, false>, HopperWsConfig<64, 128, 1, 2, false>,
+                              HopperConfig<64, 64, 2>>;
+  static constexpr int FIRST_BASIC = 4, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0;
+  static constexpr int SHORT_GRID_VARIANT = 1, ONE_CONSUMER_VARIANT = 3;
   static_assert(std::tuple_element_t<SHORT_GRID_VARIANT, Variants>::BLOCK_M == 128 &&
+                std::tuple_element_t<ONE_CONSUMER_VARIANT, Variants>::BLOCK_M == 64 &&
                 std::tuple_element_t<0, Variants>::BLOCK_M == 192);
 };
 template <>
@@ -110,24 +114,27 @@ bool key_row_packable(const AttentionParams& p) {
          p.mask_stride_h % 2 == 0 && (reinterpret_cast<uintptr_t>(p.mask) & 3) == 0;
 }
 
-// d64 without causal masking: the 128-row (two-consumer) tile against the
-// 192-row (three-consumer) one. Each CTA of the persistent grid walks
-// ceil(tiles / SMs) tiles, so a grid costs that many tiles x rows per tile, a
-// 128-row tile's row 1.15x a 192-row tile's (session 7's measured penalty).
-// The 192-row tile pads a 128-query sequence by half and a short grid leaves
-// SMs idle. On the H100 (tune_attention.py --graph, H12, BERT's key-padding
-// mask; us for 128 / 192 rows) the rule picks 128 rows for B1 S128 (5.3 /
-// 6.1), B8 S128 (6.9 / 7.4), B8 S512 (25.0 / 26.3), B32 S128 (12.9 / 15.0)
-// and B1 S512, and keeps 192 for B32 S512 (89.6 / 82.6) and bench_attention's
+// d64 without causal masking: rows per tile (64, 128 or 192). Each SM walks
+// ceil(tiles / SMs) tiles of the persistent grid, so a grid costs that many
+// tiles x rows per tile x a per-row penalty of the smaller tiles: 1.15 for
+// 128 rows (session 7), D64_ONE_CONSUMER_PER_ROW for 64 (one consumer, two
+// CTAs per SM). The 192-row tile pads a 128-query sequence by half and a short
+// grid leaves SMs idle. On the H100 (tune_attention.py --graph, H12, BERT's
+// key-padding mask; us for 128 / 192 rows) 128 rows beat 192 for B1 S128
+// (5.3 / 6.1), B8 S128 (6.9 / 7.4), B8 S512 (25.0 / 26.3), B32 S128 (12.9 /
+// 15.0) and B1 S512; 192 stay for B32 S512 (89.6 / 82.6) and bench_attention's
 // 16k-token cases (e.g. B16 H32 S1k: 24 x 192 against 32 x 128 x 1.15).
-bool prefer_two_consumers_d64(const AttentionParams& p) {
+// Causal inputs keep 192 rows.
+constexpr double D64_ONE_CONSUMER_PER_ROW = 1.6;
+int d64_rows(const AttentionParams& p) {
   LaunchDevice dev;
-  if (p.causal || current_launch_device(&dev) != cudaSuccess || dev.multiprocessors <= 0) return false;
+  if (p.causal || current_launch_device(&dev) != cudaSuccess || dev.multiprocessors <= 0) return 192;
   auto cost = [&](int64_t rows, double per_row) {
     const int64_t tiles = p.batch * p.q_heads * ((p.q_len + rows - 1) / rows);
     return double((tiles + dev.multiprocessors - 1) / dev.multiprocessors) * double(rows) * per_row;
   };
-  return cost(128, 1.15) < cost(192, 1.0);
+  const double c64 = cost(64, D64_ONE_CONSUMER_PER_ROW), c128 = cost(128, 1.15), c192 = cost(192, 1.0);
+  return c64 < c128 && c64 < c192 ? 64 : c128 < c192 ? 128 : 192;
 }
 
 // f(TypeTag<CFG>, MASKED, KEY_ROW) for the kernel that runs p: the bucket's
@@ -135,8 +142,11 @@ bool prefer_two_consumers_d64(const AttentionParams& p) {
 // not spill; KEY_ROW for a key-padding mask, one row for every query) or
 // KEY_ROW_VARIANT (packable key-padding masks), moved to the first plain wgmma
 // config when the warp-specialised kernel is not allowed or p's views have no
-// tensor maps. `maps` receives the encoded maps. Masked inputs instantiate at
-// most four kernels per bucket and dtype, not all variants.
+// tensor maps. d64's rows per tile (d64_rows, or forced by variant
+// SHORT_GRID_VARIANT / ONE_CONSUMER_VARIANT) apply to masked inputs too; the
+// 64-row tile takes unmasked inputs and key-padding masks only (others: 128
+// rows). `maps` receives the encoded maps. Masked inputs instantiate at most
+// five kernels per bucket and dtype, not all variants.
 template <typename F>
 auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws, TmaMaps* maps, F&& f) {
   const bool masked = p.mask_kind != MaskKind::none;
@@ -144,19 +154,20 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
   return dispatch_int<64, 128, 256>(head_dim_bucket(p), [&](auto D) {
     using Tiles = HopperTiles<D.value>;
     using Variants = typename Tiles::Variants;
-    // variant 0 (the default) of d64: 128 rows instead of 192 where
-    // prefer_two_consumers_d64's cost model says so; forcing SHORT_GRID_VARIANT
-    // forces them for masked inputs too
-    bool two = false;
-    if constexpr (D.value == 64)
-      two = (variant == 0 && prefer_two_consumers_d64(p)) || variant == Tiles::SHORT_GRID_VARIANT;
-    const bool packed = key_row && Tiles::KEY_ROW_VARIANT >= 0 && key_row_packable(p) && !two;
     int index = variant;
-    if constexpr (D.value == 64) {
-      if (two) index = Tiles::SHORT_GRID_VARIANT;
-    }
-    if (masked) index = packed ? Tiles::KEY_ROW_VARIANT : Tiles::MASKED_VARIANT;
+    bool one = false, packed = false;
     if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
+    if constexpr (D.value == 64) {
+      const int rows = index == 0                            ? d64_rows(p)
+                       : index == Tiles::SHORT_GRID_VARIANT   ? 128
+                       : index == Tiles::ONE_CONSUMER_VARIANT ? 64
+                                                              : 192;
+      one = rows == 64 && (!masked || key_row);
+      packed = key_row && rows == 192 && key_row_packable(p);
+      if (rows == 128) index = Tiles::SHORT_GRID_VARIANT;
+      if (one) index = Tiles::ONE_CONSUMER_VARIANT;
+    }
+    if (masked && !one) index = packed ? Tiles::KEY_ROW_VARIANT : Tiles::MASKED_VARIANT;
     if (index < Tiles::FIRST_BASIC) {
       const auto [block_m, block_n] = dispatch_variant<Variants>(index, [](auto cfg) {
         return std::pair<int, int>(decltype(cfg)::type::BLOCK_M, decltype(cfg)::type::BLOCK_N);
@@ -171,6 +182,10 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
         if constexpr (Tiles::KEY_ROW_VARIANT >= 0) {
           using KeyRow = std::tuple_element_t<Tiles::KEY_ROW_VARIANT, Variants>;
           if (packed) return f(TypeTag<KeyRow>{}, MASKED, std::true_type{});
+        }
+        if constexpr (D.value == 64) {
+          using One = std::tuple_element_t<Tiles::ONE_CONSUMER_VARIANT, Variants>;
+          if (index == Tiles::ONE_CONSUMER_VARIANT) return f(TypeTag<One>{}, MASKED, std::true_type{});
         }
         return dispatch_bool(key_row, [&](auto KEY_ROW) { return f(TypeTag<WithMask>{}, MASKED, KEY_ROW); });
       } else {

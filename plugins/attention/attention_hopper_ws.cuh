@@ -8,7 +8,8 @@
 //     the TMA byte count) and an "empty" one (completed when all 8 consumer
 //     warps are done reading it).
 //   consumers (warpgroups 1.., 64 rows each, registers raised; 2 consumers at
-//     240 registers for d128, 3 at 160 for d64, where the exponentials weigh more):
+//     240 registers for d128, 3 at 160 for d64, where the exponentials weigh more,
+//     1 at 232 with two CTAs per SM for d64 grids that would leave SMs idle):
 //     S = Q K^T and O += P V with wgmma, the online softmax in registers.
 // Within a consumer, S_{j+1} = Q K_{j+1}^T and O += P_j V_j are issued together
 // and the softmax of S_{j+1} runs while P_j V_j is still on the tensor cores;
@@ -44,13 +45,19 @@ struct HopperWsConfig {
   static constexpr const char* NAME = PINGPONG ? "flash_fwd_ws_pingpong" : "flash_fwd_ws";
   static_assert(STAGES >= 2, "K/V ring of two or more stages");
   static constexpr int HEAD_DIM = D, BLOCK_M = 64 * CONSUMERS, BLOCK_N = BN, NUM_WARPS = 4 * (CONSUMERS + 1);
-  static constexpr int BLOCKS_PER_SM = 1, THREADS = NUM_WARPS * 32, NUM_STAGES = STAGES, NUM_CONSUMERS = CONSUMERS;
+  // One consumer (64-row tiles, for grids that leave SMs idle): two CTAs per
+  // SM, so an SM's tensor cores and exponential units are shared by two tiles
+  // only when there are more tiles than SMs.
+  static constexpr int BLOCKS_PER_SM = CONSUMERS == 1 ? 2 : 1;
+  static constexpr int THREADS = NUM_WARPS * 32, NUM_STAGES = STAGES, NUM_CONSUMERS = CONSUMERS;
   static constexpr bool PING_PONG = PINGPONG;
-  static constexpr bool PERSISTENT = true;  // a CTA per SM walks the tiles
-  // 65536 registers per SM: 128 * 24 + 256 * 240, or 128 * 32 + 384 * 160.
-  static constexpr int PRODUCER_REGISTERS = CONSUMERS == 2 ? 24 : 32;
-  static constexpr int CONSUMER_REGISTERS = CONSUMERS == 2 ? 240 : 160;
-  static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
+  static constexpr bool PERSISTENT = true;  // BLOCKS_PER_SM resident CTAs per SM walk the tiles
+  // 65536 registers per SM: 128 * 24 + 256 * 240, 128 * 32 + 384 * 160, or
+  // two CTAs of 128 * 24 + 128 * 232.
+  static constexpr int PRODUCER_REGISTERS = CONSUMERS == 3 ? 32 : 24;
+  static constexpr int CONSUMER_REGISTERS = CONSUMERS == 1 ? 232 : CONSUMERS == 2 ? 240 : 160;
+  static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "one to three consumer warpgroups");
+  static_assert(!(PINGPONG && CONSUMERS == 1), "ping-pong turns need two or more consumers");
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
   // Q, the output staging tile (so the next tile's Q can land during this
   // tile's last P V and epilogue), STAGES x (K, V), 1024 bytes of alignment
@@ -63,6 +70,7 @@ struct HopperWsConfig {
   static constexpr int SMEM_BYTES = (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8 + 6 * 4;
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
+  static_assert(BLOCKS_PER_SM * (SMEM_BYTES + 1024) <= 228 * 1024, "shared memory per SM (1 KiB reserved per CTA)");
 };
 
 // Round `it` of a persistent grid. SNAKE (tiles of falling cost, block_work's
@@ -86,7 +94,7 @@ __device__ __forceinline__ int persistent_tile(int it, bool snake) {
 // consumer reads them after its q_full wait and all walk the same blocks.
 // With three consumers the prefetched mask is held packed (KeyRowMaskPacked).
 template <typename T, typename CFG, bool MASKED, bool KEY_ROW = false>
-__global__ void __launch_bounds__(CFG::THREADS, 1)
+__global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     flash_fwd_ws_kernel(const __grid_constant__ FlashArgs a, const __grid_constant__ TmaMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = CFG::HEAD_DIM, BM = CFG::BLOCK_M, BN = CFG::BLOCK_N, STAGES = CFG::NUM_STAGES;

@@ -25,14 +25,22 @@ from trt_fastops import _C, ops  # noqa: E402
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-@pytest.fixture(autouse=True, params=["auto", "wgmma", "sm80"])
+ONE_CONSUMER_VARIANT = 3  # d64's 64-row warp-specialised tile (HopperTiles<64> in attention_hopper.cu)
+
+
+@pytest.fixture(autouse=True, params=["auto", "auto-m64", "wgmma", "sm80"])
 def kernel_path(request):
     """Every test runs on each kernel family: 'auto' (on an H100 with an sm_90a build: the
-    warp-specialised TMA kernel, or the plain wgmma kernel where it can't run), 'wgmma' (the plain
-    wgmma kernel forced) and 'sm80' (the mma.sync kernel forced)."""
+    warp-specialised TMA kernel, or the plain wgmma kernel where it can't run), 'auto-m64' (the
+    same with d64's 64-row, one-consumer tile forced for unmasked inputs and key-padding masks;
+    other masks take the 128-row tile), 'wgmma' (the plain wgmma kernel forced) and 'sm80' (the
+    mma.sync kernel forced)."""
     native = ops._native()
-    previous = native.attention_set_path(request.param)
+    path = "auto" if request.param == "auto-m64" else request.param
+    previous = native.attention_set_path(path)
+    previous_variant = native.attention_set_tile_variant(ONE_CONSUMER_VARIANT if request.param == "auto-m64" else 0)
     yield request.param
+    native.attention_set_tile_variant(previous_variant)
     native.attention_set_path(previous)
 
 
@@ -347,7 +355,7 @@ def test_key_padding_is_exact(kind, d, dtype, kernel_path):
         cut, cut_lse = ops.attention(q[r:r + 1], k[r:r + 1, :, :n], v[r:r + 1, :, :n], mask=mask[r:r + 1, ..., :n],
                                      return_lse=True)
         torch.cuda.synchronize()
-        if kernel_path != "auto" or torch.cuda.get_device_capability() != (9, 0):
+        if kernel_path not in ("auto", "auto-m64") or torch.cuda.get_device_capability() != (9, 0):
             torch.testing.assert_close(out[r:r + 1], cut, rtol=2e-2, atol=2e-3)
             torch.testing.assert_close(lse[r:r + 1], cut_lse, rtol=1e-4, atol=1e-4)
             continue
@@ -522,11 +530,16 @@ def test_path_choice(kernel_path):
     q, k, v = make_inputs(1, 2, 2, 64, 64, 128, 128, torch.float16)
     name = _kernel_name(q, k, v)
     hopper = torch.cuda.get_device_capability() == (9, 0) and "90a" in _C.build_info()["cuda_archs"]
-    if kernel_path == "auto" and hopper:
+    if kernel_path in ("auto", "auto-m64") and hopper:
         assert name.startswith("flash_fwd_ws"), name
         # d256 has no warp-specialised tile: the plain wgmma kernel takes it.
         q2, k2, v2 = make_inputs(1, 2, 2, 64, 64, 256, 256, torch.float16)
         assert _kernel_name(q2, k2, v2).startswith("flash_fwd_wgmma<")
+        # d64: a grid under a wave takes the 64-row tile (two CTAs per SM), a long causal one 192 rows.
+        q3, k3, v3 = make_inputs(1, 2, 2, 64, 64, 64, 64, torch.float16)
+        assert ",m64,n128,w8,b2>" in _kernel_name(q3, k3, v3)
+        if kernel_path == "auto":
+            assert ",m192," in _kernel_name(q3, k3, v3, causal=True)
     elif kernel_path == "wgmma" and hopper:
         assert name.startswith("flash_fwd_wgmma<"), name
     else:
