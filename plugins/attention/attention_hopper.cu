@@ -114,18 +114,18 @@ bool key_row_packable(const AttentionParams& p) {
          p.mask_stride_h % 2 == 0 && (reinterpret_cast<uintptr_t>(p.mask) & 3) == 0;
 }
 
-// d64 without causal masking: rows per tile (64, 128 or 192). Each SM walks
-// ceil(tiles / SMs) tiles of the persistent grid, so a grid costs that many
-// tiles x rows per tile x a per-row penalty of the smaller tiles: 1.15 for
-// 128 rows (session 7), D64_ONE_CONSUMER_PER_ROW for 64 (one consumer, two
-// CTAs per SM). The 192-row tile pads a 128-query sequence by half and a short
-// grid leaves SMs idle. On the H100 (tune_attention.py --graph, H12, BERT's
-// key-padding mask; us for 128 / 192 rows) 128 rows beat 192 for B1 S128
-// (5.3 / 6.1), B8 S128 (6.9 / 7.4), B8 S512 (25.0 / 26.3), B32 S128 (12.9 /
-// 15.0) and B1 S512; 192 stay for B32 S512 (89.6 / 82.6) and bench_attention's
-// 16k-token cases (e.g. B16 H32 S1k: 24 x 192 against 32 x 128 x 1.15).
-// Causal inputs keep 192 rows.
-constexpr double D64_ONE_CONSUMER_PER_ROW = 1.6;
+// d64 without causal masking: rows per tile, 64 (one consumer, two CTAs per
+// SM) or 192 (three consumers). Each SM walks ceil(tiles / SMs) tiles of the
+// persistent grid, so a grid costs that many tiles x rows per tile, a 64-row
+// tile's row 1.15x a 192-row tile's. The 192-row tile pads a 128-query
+// sequence by half and a short grid leaves SMs idle. On the H100
+// (tune_attention.py --graph, H12, BERT's key-padding mask, us for 64 / 128 /
+// 192 rows): B1 S128 5.1 / 5.9 / -, B8 S128 7.0 / 7.1 / 7.4, B1 S512 10.0 /
+// 11.4 / -, B8 S512 25.7 / 25.9 / 26.3, B32 S128 13.5 / 13.3 / 15.0, B32 S512
+// 87.4 / 89.8 / 83.3; 16k tokens, H32: S512 201 / 203 / 189, S2k 630 / 663 /
+// 568. The 128-row tile (two consumers) is never better than 64 rows by more
+// than noise, so it only serves masks that are not key padding. Causal
+// inputs keep 192 rows.
 int d64_rows(const AttentionParams& p) {
   LaunchDevice dev;
   if (p.causal || current_launch_device(&dev) != cudaSuccess || dev.multiprocessors <= 0) return 192;
@@ -133,8 +133,7 @@ int d64_rows(const AttentionParams& p) {
     const int64_t tiles = p.batch * p.q_heads * ((p.q_len + rows - 1) / rows);
     return double((tiles + dev.multiprocessors - 1) / dev.multiprocessors) * double(rows) * per_row;
   };
-  const double c64 = cost(64, D64_ONE_CONSUMER_PER_ROW), c128 = cost(128, 1.15), c192 = cost(192, 1.0);
-  return c64 < c128 && c64 < c192 ? 64 : c128 < c192 ? 128 : 192;
+  return cost(64, 1.15) <= cost(192, 1.0) ? 64 : 192;
 }
 
 // f(TypeTag<CFG>, MASKED, KEY_ROW) for the kernel that runs p: the bucket's

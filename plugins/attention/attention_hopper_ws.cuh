@@ -32,6 +32,10 @@
 #include "plugins/attention/attention_hopper.cuh"
 #include "plugins/common/hopper.cuh"
 
+#ifndef TRT_FASTOPS_NO_KEY_ROW_PREFETCH
+#define TRT_FASTOPS_NO_KEY_ROW_PREFETCH 0
+#endif
+
 namespace trt_fastops::attention {
 
 // Tensor maps of Q, K and V as 4-D tensors (dim, seq, head, batch), boxes of
@@ -53,20 +57,21 @@ struct HopperWsConfig {
   static constexpr bool PING_PONG = PINGPONG;
   static constexpr bool PERSISTENT = true;  // BLOCKS_PER_SM resident CTAs per SM walk the tiles
   // 65536 registers per SM: 128 * 24 + 256 * 240, 128 * 32 + 384 * 160, or
-  // two CTAs of 128 * 24 + 128 * 232.
-  static constexpr int PRODUCER_REGISTERS = CONSUMERS == 3 ? 32 : 24;
-  static constexpr int CONSUMER_REGISTERS = CONSUMERS == 1 ? 232 : CONSUMERS == 2 ? 240 : 160;
+  // two CTAs of 128 * 32 + 128 * 224 (setmaxnreg moves registers within the
+  // CTA's launch allocation: 168 x 384, 128 x 384 and 128 x 256 threads).
+  static constexpr int PRODUCER_REGISTERS = CONSUMERS == 2 ? 24 : 32;
+  static constexpr int CONSUMER_REGISTERS = CONSUMERS == 1 ? 224 : CONSUMERS == 2 ? 240 : 160;
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "one to three consumer warpgroups");
   static_assert(!(PINGPONG && CONSUMERS == 1), "ping-pong turns need two or more consumers");
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
   // Q, the output staging tile (so the next tile's Q can land during this
   // tile's last P V and epilogue), STAGES x (K, V), 1024 bytes of alignment
   // slack, then the barriers: q_full, q_empty, k_full[STAGES], v_full[STAGES],
-  // k_empty[STAGES], v_empty[STAGES], scan_full[2], scan_empty[2], then the
-  // key-padding data: a two-slot ring of mask bounds from the scanning warp to
-  // the issuing thread (2 x 2 ints) and the current tile's block counts for the
-  // consumers (2 ints).
-  static constexpr int BARRIERS = 2 + 4 * STAGES + 4;
+  // k_empty[STAGES], v_empty[STAGES], scan_full[2], scan_empty[2], counts_full,
+  // then the key-padding data: a two-slot ring of mask bounds from the scanning
+  // warp to the issuing thread (2 x 2 ints) and the current tile's block counts
+  // for the consumers (2 ints).
+  static constexpr int BARRIERS = 2 + 4 * STAGES + 5;
   static constexpr int SMEM_BYTES = (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8 + 6 * 4;
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
@@ -90,8 +95,10 @@ __device__ __forceinline__ int persistent_tile(int it, bool snake) {
 // spilled at 24 registers): key blocks past the last live key are neither
 // loaded nor computed, and blocks whose mask is all no-op take the unmasked
 // score preparation (no mask loads or adds). The issuing thread publishes the
-// tile's two block counts before its q_full arrival (a release), so each
-// consumer reads them after its q_full wait and all walk the same blocks.
+// tile's two block counts and then arrives on counts_full (a release); each
+// consumer reads them after issuing the tile's first S product (every tile
+// that runs keeps its first block), so the scan's latency hides behind the
+// Q / K loads and that product, and all walk the same blocks.
 // With three consumers the prefetched mask is held packed (KeyRowMaskPacked).
 template <typename T, typename CFG, bool MASKED, bool KEY_ROW = false>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
@@ -114,7 +121,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   uint64_t* v_empty = k_empty + STAGES;
   uint64_t* scan_full = v_empty + STAGES;  // KEY_ROW: slot s of the scan ring written / read
   uint64_t* scan_empty = scan_full + 2;
-  int* scan_slots = reinterpret_cast<int*>(scan_empty + 2);  // per slot: zero_end, live_end
+  uint64_t* counts_full = scan_empty + 2;  // KEY_ROW: the tile's block counts published
+  int* scan_slots = reinterpret_cast<int*>(counts_full + 1);  // per slot: zero_end, live_end
   int* key_blocks = scan_slots + 4;                          // the current tile's, for the consumers
   constexpr bool key_row = MASKED && KEY_ROW;
 
@@ -134,6 +142,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         mbar_init(scan_full + sl, 1);
         mbar_init(scan_empty + sl, 1);
       }
+      mbar_init(counts_full, 1);
     }
     mbar_init_fence();
   }
@@ -172,13 +181,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         // KEY_ROW: Q and the first K/V block are on their way before the
         // tile's mask bounds are awaited (a tile that runs at all keeps its
         // first block: key_row_blocks never shrinks n_blocks below 1), so the
-        // scan's latency hides behind theirs; q_full's one arrival comes
-        // after the counts are published (a release).
-        if constexpr (key_row) {
-          mbar_expect_tx(q_full, Q_BYTES);
-        } else {
-          mbar_arrive_expect_tx(q_full, Q_BYTES);
-        }
+        // scan's latency hides behind theirs.
+        mbar_arrive_expect_tx(q_full, Q_BYTES);
 #pragma unroll
         for (int at = 0; at < ATOMS; ++at) tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
         const bool any = w.n_blocks > 0;
@@ -192,7 +196,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           // The consumers read the previous tile's counts before releasing q_empty.
           key_blocks[0] = w.n_blocks;
           key_blocks[1] = zero_blocks;
-          mbar_arrive(q_full);
+          mbar_arrive(counts_full);
         }
         for (int nb = any ? 1 : 0; nb < w.n_blocks; ++nb) load_kv(nb);
       }
@@ -213,6 +217,15 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           mbar_arrive(scan_full + sl);
         }
         __syncwarp();
+      }
+    } else if (key_row && warp == 2 && !TRT_FASTOPS_NO_KEY_ROW_PREFETCH) {
+      // The first tile's mask row into L1 while warp 1 starts scanning it
+      // (later tiles are scanned ahead, while earlier ones compute).
+      const int tile = persistent_tile(0, a.lpt_heads > 0);
+      if (tile < tiles) {
+        int m_block;
+        const int bh = tile_head(a, tile, m_block);
+        prefetch_key_row(a, bh / a.q_heads, bh % a.q_heads, lane);
       }
     }
   } else {
@@ -300,18 +313,23 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       row_sum[0][0] = row_sum[0][1] = 0.f;
 
       mbar_wait(q_full, it & 1);
-      if constexpr (key_row) {
-        // The issuing thread's counts for this tile. Lane 0 reads them, so the
-        // read is ordered before this warp's q_empty release (lane 0 arrives).
-        int published[2] = {0, 0};
-        if (lane == 0) {
-          published[0] = key_blocks[0];
-          published[1] = key_blocks[1];
+      // KEY_ROW: the issuing thread's counts for this tile. Lane 0 reads them,
+      // so the read is ordered before this warp's q_empty release (lane 0
+      // arrives), after which the next tile's counts may be written.
+      auto read_counts = [&] {
+        if constexpr (key_row) {
+          mbar_wait(counts_full, it & 1);
+          int published[2] = {0, 0};
+          if (lane == 0) {
+            published[0] = key_blocks[0];
+            published[1] = key_blocks[1];
+          }
+          w_cur.n_blocks = __shfl_sync(0xffffffffu, published[0], 0);
+          zero_blocks = __shfl_sync(0xffffffffu, published[1], 0);
         }
-        w_cur.n_blocks = __shfl_sync(0xffffffffu, published[0], 0);
-        zero_blocks = __shfl_sync(0xffffffffu, published[1], 0);
-      }
-      if (w.n_blocks == 0) {
+      };
+      if (w.n_blocks == 0) {  // the counts can't add blocks
+        read_counts();
         release(q_empty);
       } else {
         float s[1][NT][4];
@@ -325,6 +343,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         issue_s(s, st);
         wgmma_commit();
         turn_end();
+        read_counts();
         load_mask(0);
         wgmma_wait<0>();
         pin_registers<NT>(s[0]);
