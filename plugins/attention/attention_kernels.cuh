@@ -335,24 +335,6 @@ __device__ __forceinline__ KeyBounds key_row_bounds(const FlashArgs& a, int b, i
   return kb;
 }
 
-// Asks the first 16 KiB of the key-padding row of (batch b, head h) into L1,
-// warp-wide, while key_row_bounds starts on it in another warp: the scan's
-// chunk loads are serial, each from L2 ~0.6 us (B1 S512: the first tile's
-// scan added 2.6 us to a 7.5 us kernel). Rows with key stride 1 only.
-constexpr int KEY_ROW_PREFETCH_LINES = 128;
-__device__ __forceinline__ void prefetch_key_row(const FlashArgs& a, int b, int h, int lane) {
-  const int n = int(min(int64_t(a.kv_len), a.mask_kv_len));
-  if (n <= 0 || a.m_sk != 1) return;
-  dispatch_mask(a, [&](const auto* m, auto) {
-    const char* row = reinterpret_cast<const char*>(m + (b * a.m_sb + h * a.m_sh));
-    const char* first = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(row) & ~uintptr_t(127));
-    const int64_t bytes = (row - first) + int64_t(n) * int64_t(sizeof(*m));
-    const int lines = int(min(int64_t(KEY_ROW_PREFETCH_LINES), (bytes + 127) / 128));
-    for (int line = lane; line < lines; line += 32)
-      asm volatile("prefetch.global.L1 [%0];\n" ::"l"(first + int64_t(line) * 128));
-  });
-}
-
 // The key blocks of a tile with a key-padding mask of bounds kb: w.n_blocks
 // shrinks to the blocks below live_end (unless every key is dead: live_end 0
 // keeps the row's exact fully-masked semantics, all blocks run); returns how
