@@ -32,10 +32,6 @@
 #include "plugins/attention/attention_hopper.cuh"
 #include "plugins/common/hopper.cuh"
 
-#ifndef TRT_FASTOPS_KEY_ROW_AHEAD
-#define TRT_FASTOPS_KEY_ROW_AHEAD STAGES
-#endif
-
 namespace trt_fastops::attention {
 
 // Tensor maps of Q, K and V as 4-D tensors (dim, seq, head, batch), boxes of
@@ -70,9 +66,9 @@ struct HopperWsConfig {
   // k_empty[STAGES], v_empty[STAGES], scan_full[2], scan_empty[2], counts_full,
   // then the key-padding data: a two-slot ring of mask bounds from the scanning
   // warp to the issuing thread (2 x 2 ints) and the current tile's block counts
-  // for the consumers (3 ints).
+  // for the consumers (2 ints).
   static constexpr int BARRIERS = 2 + 4 * STAGES + 5;
-  static constexpr int SMEM_BYTES = (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8 + 7 * 4;
+  static constexpr int SMEM_BYTES = (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8 + 6 * 4;
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
   static_assert(BLOCKS_PER_SM * (SMEM_BYTES + 1024) <= 228 * 1024, "shared memory per SM (1 KiB reserved per CTA)");
@@ -160,7 +156,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       for (int it = 0;; ++it) {
         const int tile = persistent_tile(it, a.lpt_heads > 0);
         if (tile >= tiles) break;
-        BlockWork w = block_work<BM, BN, MASKED>(a, tile);
+        BlockWork w = block_work<BM, BN, MASKED, KEY_ROW>(a, tile);
         auto load_kv = [&](int nb) {
           const int st = kv % STAGES, round = kv / STAGES;
           T* s_k = s_kv + 2 * st * CFG::TILE_KV;
@@ -178,17 +174,16 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           ++kv;
         };
         if (it > 0) mbar_wait(q_empty, (it - 1) & 1);
-        // KEY_ROW: Q and the first STAGES K/V blocks are on their way before
-        // the tile's mask bounds are awaited (a tile that runs at all keeps
-        // its first block: key_row_blocks never shrinks n_blocks below 1), so
-        // the scan's latency hides behind theirs. Blocks loaded ahead that the
-        // bounds then drop are "extra": the consumers wait for them and
-        // release them unread, so the ring's phases stay in step.
+        // KEY_ROW: Q and the first K/V block are on their way before the
+        // tile's mask bounds are awaited (a tile that runs at all keeps its
+        // first block: key_row_blocks never shrinks n_blocks below 1), so the
+        // scan's latency hides behind theirs. (Loading the second block ahead
+        // too, releasing it unread when the bounds drop it, gained nothing.)
         mbar_arrive_expect_tx(q_full, Q_BYTES);
 #pragma unroll
         for (int at = 0; at < ATOMS; ++at) tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
-        const int ahead = min(w.n_blocks, key_row ? TRT_FASTOPS_KEY_ROW_AHEAD : 1);
-        for (int nb = 0; nb < ahead; ++nb) load_kv(nb);
+        const bool any = w.n_blocks > 0;
+        if (any) load_kv(0);
         if constexpr (key_row) {
           const int sl = it & 1;
           mbar_wait(scan_full + sl, (it >> 1) & 1);
@@ -198,10 +193,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           // The consumers read the previous tile's counts before releasing q_empty.
           key_blocks[0] = w.n_blocks;
           key_blocks[1] = zero_blocks;
-          key_blocks[2] = max(ahead - w.n_blocks, 0);
           mbar_arrive(counts_full);
         }
-        for (int nb = ahead; nb < w.n_blocks; ++nb) load_kv(nb);
+        for (int nb = any ? 1 : 0; nb < w.n_blocks; ++nb) load_kv(nb);
       }
     } else if (key_row && warp == 1) {
       // The mask scans, in the tiles' order; use u of a slot waits for the
@@ -271,11 +265,13 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     std::conditional_t<packed_mask, KeyRowMaskPacked<NT>, KeyRowMask<NT>> km;
     BlockWork w_cur{};
     int zero_blocks = 0;  // KEY_ROW: leading blocks whose mask is a no-op
+    // KEY_ROW: the mask's log2 values to score units (raw scores: 1 / scale_log2; block_work<.., KEY_ROW>).
+    const float mask_unit = a.softcap <= 0.f && a.scale_log2 > 0.f ? a.inv_scale_log2 : 1.f;
     auto load_mask = [&](int nb) {
       if constexpr (packed_mask) {
         if (nb >= zero_blocks) load_key_row_mask_packed<NT>(km, a, w_cur, nb * BN, t);
       } else if constexpr (key_row) {
-        if (nb >= zero_blocks) load_key_row_mask<NT>(km, a, w_cur, nb * BN, t);
+        if (nb >= zero_blocks) load_key_row_mask<NT>(km, a, w_cur, nb * BN, t, mask_unit);
       }
     };
     auto prepare = [&](float (&s)[1][NT][4], int nb) {
@@ -285,7 +281,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         } else {
           scale_scores<1, NT>(s, a, w_cur);
           if constexpr (packed_mask) {
-            apply_key_row_mask_packed<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t);
+            apply_key_row_mask_packed<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t, mask_unit);
           } else {
             apply_key_row_mask<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t);
           }
@@ -299,7 +295,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     for (int it = 0;; ++it) {
       const int tile = persistent_tile(it, a.lpt_heads > 0);
       if (tile >= tiles) break;
-      w_cur = block_work<BM, BN, MASKED>(a, tile);
+      w_cur = block_work<BM, BN, MASKED, KEY_ROW>(a, tile);
       const BlockWork& w = w_cur;
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;
@@ -310,19 +306,16 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       // KEY_ROW: the issuing thread's counts for this tile. Lane 0 reads them,
       // so the read is ordered before this warp's q_empty release (lane 0
       // arrives), after which the next tile's counts may be written.
-      int extra = 0;  // KEY_ROW: blocks loaded ahead past the bounds
       auto read_counts = [&] {
         if constexpr (key_row) {
           mbar_wait(counts_full, it & 1);
-          int published[3] = {0, 0, 0};
+          int published[2] = {0, 0};
           if (lane == 0) {
             published[0] = key_blocks[0];
             published[1] = key_blocks[1];
-            published[2] = key_blocks[2];
           }
           w_cur.n_blocks = __shfl_sync(0xffffffffu, published[0], 0);
           zero_blocks = __shfl_sync(0xffffffffu, published[1], 0);
-          extra = __shfl_sync(0xffffffffu, published[2], 0);
         }
       };
       if (w.n_blocks == 0) {  // the counts can't add blocks
@@ -391,13 +384,6 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         pin_registers<DT>(o[0]);
         release(v_empty + st);
         ++kv;
-        for (; extra > 0; --extra, ++kv) {  // landed before released: the TMA writes into these buffers
-          st = kv % STAGES;
-          mbar_wait(k_full + st, (kv / STAGES) & 1);
-          mbar_wait(v_full + st, (kv / STAGES) & 1);
-          release(k_empty + st);
-          release(v_empty + st);
-        }
       }
       // Each warp stages its output rows in its own rows of s_o (the
       // __syncwarp orders them after this warp's reads of the previous tile).

@@ -42,6 +42,7 @@ struct FlashArgs {
   float scale_log2;     // scale * log2(e)
   float softcap;        // 0: none
   float scale_softcap;  // scale / softcap
+  float inv_scale_log2;  // 1 / scale_log2 (0 when scale_log2 <= 0): key-row masks in raw score units
   int causal;
   int causal_offset;  // clamped by the launcher to [-q_len - 1, kv_len + 1]
   int mask_kind;   // MaskKind
@@ -153,7 +154,9 @@ __device__ __forceinline__ int tile_head(const FlashArgs& a, int tile, int& m_bl
   return bh;
 }
 
-template <int BM, int BN, bool MASKED>
+// RAW_MASK: an additive mask is applied in raw units (key-row masks of the
+// warp-specialised kernel: load_key_row_mask's `unit`), so it keeps raw mode.
+template <int BM, int BN, bool MASKED, bool RAW_MASK = false>
 __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
   BlockWork w;
   int m_block;
@@ -172,7 +175,7 @@ __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
   w.n_blocks = n_end > 0 ? int((n_end + BN - 1) / BN) : 0;
   // Raw mode (scale folded into the exponent, one FFMA per element) unless
   // softcap or an additive mask needs log2 units first; needs a positive scale.
-  w.raw_scores = a.softcap <= 0.f && !(MASKED && a.mask_kind == 2) && a.scale_log2 > 0.f;
+  w.raw_scores = a.softcap <= 0.f && !(MASKED && a.mask_kind == 2 && !RAW_MASK) && a.scale_log2 > 0.f;
   w.exp_scale = w.raw_scores ? a.scale_log2 : 1.f;
   return w;
 }
@@ -353,16 +356,20 @@ struct KeyRowMask {
   float v[NT][2];
 };
 
+// `unit` takes the values to the scores' units: 1 (log2), or inv_scale_log2
+// for raw scores (block_work's RAW_MASK: scaling every score of a tile whose
+// blocks are mostly no-op cost the key-padding kernel 10-30 %).
 template <int NT>
 __device__ __forceinline__ void load_key_row_mask(KeyRowMask<NT>& km, const FlashArgs& a, const BlockWork& w, int n0,
-                                                  int t) {
+                                                  int t, float unit = 1.f) {
   const int64_t head = w.b * a.m_sb + w.h * a.m_sh;
   const int key_cap = int(a.mask_kv_len - 1);  // >= 0: a block is visited only below mask_kv_len
   dispatch_mask(a, [&](const auto* m, auto value) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) km.v[nt][e] = value(m[head + int64_t(min(n0 + nt * 8 + 2 * t + e, key_cap)) * a.m_sk]);
+      for (int e = 0; e < 2; ++e)
+        km.v[nt][e] = value(m[head + int64_t(min(n0 + nt * 8 + 2 * t + e, key_cap)) * a.m_sk]) * unit;
   });
 }
 
@@ -407,10 +414,12 @@ __device__ __forceinline__ void load_key_row_mask_packed(KeyRowMaskPacked<NT>& k
     km.v[nt] = *reinterpret_cast<const uint32_t*>(row + min(n0 + nt * 8 + 2 * t, pair_cap));
 }
 
-// apply_key_row_mask for a packed block; the values are dispatch_mask's.
+// apply_key_row_mask for a packed block; the values are dispatch_mask's times
+// `unit` (load_key_row_mask's).
 template <int MT, int NT>
 __device__ __forceinline__ void apply_key_row_mask_packed(float (&s)[MT][NT][4], const KeyRowMaskPacked<NT>& km,
-                                                          const FlashArgs& a, int warp_m0, int n0, int g, int t) {
+                                                          const FlashArgs& a, int warp_m0, int n0, int g, int t,
+                                                          float unit) {
   auto apply = [&](auto unpack) {  // unpack(pair) -> the two keys' values in log2 units
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -428,17 +437,18 @@ __device__ __forceinline__ void apply_key_row_mask_packed(float (&s)[MT][NT][4],
         }
       }
   };
+  const float f = LOG2E * unit;
   if (a.mask_dtype == 1) {
-    apply([](uint32_t p) {
+    apply([f](uint32_t p) {
       __half2 h;
       memcpy(&h, &p, 4);
-      return make_float2(__low2float(h) * LOG2E, __high2float(h) * LOG2E);
+      return make_float2(__low2float(h) * f, __high2float(h) * f);
     });
   } else {
-    apply([](uint32_t p) {
+    apply([f](uint32_t p) {
       __nv_bfloat162 h;
       memcpy(&h, &p, 4);
-      return make_float2(__low2float(h) * LOG2E, __high2float(h) * LOG2E);
+      return make_float2(__low2float(h) * f, __high2float(h) * f);
     });
   }
 }

@@ -65,6 +65,7 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m) {
   a.scale_log2 = p.scale * LOG2E;
   a.softcap = p.softcap;
   a.scale_softcap = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
+  a.inv_scale_log2 = a.scale_log2 > 0.f ? 1.f / a.scale_log2 : 0.f;
   a.causal = p.causal ? 1 : 0;
   // Offsets beyond the key range change nothing; clamping keeps the kernel in 32-bit math.
   a.causal_offset = int(std::min<int64_t>(std::max<int64_t>(p.causal_offset, -p.q_len - 1), p.kv_len + 1));
