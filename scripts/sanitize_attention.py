@@ -39,7 +39,8 @@ CASES = [
     ("key-padding", "float16", 6, 4, 2, 150, 334, 64, 64, dict(mask="padding", causal=True, causal_offset=184)),
     ("key-padding-odd", "bfloat16", 6, 4, 4, 150, 333, 64, 64, dict(mask="padding")),
     ("key-padding-bool-persistent", "bfloat16", 8, 24, 8, 200, 300, 128, 128, dict(mask="padding-bool")),
-    # BERT's shape at batch 4: the rule's 128-row tile for short grids, with a key-row mask.
+    # BERT's shape at batch 4: the cost model's 64-row tile (two CTAs per SM) for short grids,
+    # with a key-row mask.
     ("key-padding-bert", "float16", 4, 12, 12, 128, 128, 64, 64, dict(mask="padding")),
     ("softcap", "float16", 1, 2, 2, 64, 64, 128, 128, dict(softcap=10.0)),
     ("one-query", "float16", 3, 4, 1, 1, 333, 128, 128, {}),
@@ -90,9 +91,9 @@ def run_case(torch, check, make_inputs, case) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--paths", default="auto,auto-m64,wgmma,sm80",
-                    help="comma-separated kernel paths (_C.attention_set_path; auto-m64: auto with d64's 64-row "
-                         "tile forced), default all four")
+    ap.add_argument("--paths", default="auto,auto-m64,auto-m128,auto-m192,wgmma,sm80",
+                    help="comma-separated kernel paths (_C.attention_set_path; auto-m64 / m128 / m192: auto with "
+                         "d64's rows per tile forced), default all")
     args = ap.parse_args(argv)
     if args.list:
         for c in CASES:
@@ -104,18 +105,16 @@ def main(argv=None) -> int:
         if not torch.cuda.is_available():
             raise ImportError("no CUDA device")
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gpu"))
-        from test_attention_kernels import ONE_CONSUMER_VARIANT, check, make_inputs
+        from test_attention_kernels import check, make_inputs, set_kernel_path
     except ImportError as e:
         print(f"sanitize_attention: cannot run: {e}", file=sys.stderr)
         return 2
-    from trt_fastops import _C
 
     failed = 0
-    # On an H100: the warp-specialised TMA kernel (its default tiles, then d64's 64-row tile), the
-    # plain wgmma kernel, the mma.sync kernel.
+    # On an H100: the warp-specialised TMA kernel (its default tiles, then each of d64's row
+    # counts forced), the plain wgmma kernel, the mma.sync kernel.
     for path in args.paths.split(","):
-        _C.attention_set_path("auto" if path == "auto-m64" else path)
-        _C.attention_set_tile_variant(ONE_CONSUMER_VARIANT if path == "auto-m64" else 0)
+        set_kernel_path(path)
         for case in CASES:
             try:
                 run_case(torch, check, make_inputs, case)

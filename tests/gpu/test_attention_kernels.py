@@ -25,23 +25,31 @@ from trt_fastops import _C, ops  # noqa: E402
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-ONE_CONSUMER_VARIANT = 3  # d64's 64-row warp-specialised tile (HopperTiles<64> in attention_hopper.cu)
+# auto with d64's rows per tile forced (attention_set_tile_variant; HopperTiles<64> in
+# attention_hopper.cu): 64 rows (one consumer, two CTAs per SM), 128 (two consumers) or 192 (three).
+TILE_PATHS = {"auto-m64": 3, "auto-m128": 1, "auto-m192": 2}
 
 
-@pytest.fixture(autouse=True, params=["auto", "auto-m64", "wgmma", "sm80"])
+def set_kernel_path(name: str) -> tuple[str, int]:
+    """Selects a kernel path ('auto', 'wgmma', 'sm80' or a TILE_PATHS key); returns the previous
+    (path, tile variant)."""
+    native = ops._native()
+    path = "auto" if name in TILE_PATHS else name
+    return native.attention_set_path(path), native.attention_set_tile_variant(TILE_PATHS.get(name, 0))
+
+
+@pytest.fixture(autouse=True, params=["auto", *TILE_PATHS, "wgmma", "sm80"])
 def kernel_path(request):
     """Every test runs on each kernel family: 'auto' (on an H100 with an sm_90a build: the
-    warp-specialised TMA kernel, or the plain wgmma kernel where it can't run), 'auto-m64' (the
-    same with d64's 64-row, one-consumer tile forced for unmasked inputs and key-padding masks;
-    other masks take the 128-row tile), 'wgmma' (the plain wgmma kernel forced) and 'sm80' (the
-    mma.sync kernel forced)."""
-    native = ops._native()
-    path = "auto" if request.param == "auto-m64" else request.param
-    previous = native.attention_set_path(path)
-    previous_variant = native.attention_set_tile_variant(ONE_CONSUMER_VARIANT if request.param == "auto-m64" else 0)
+    warp-specialised TMA kernel, or the plain wgmma kernel where it can't run), 'auto-m64' /
+    'auto-m128' / 'auto-m192' (the same with d64's rows per tile forced: short grids otherwise
+    take 64 rows, so the others' key-padding paths, the packed mask of the 192-row tile and the
+    unpacked one of the 128-row tile, run here; masks that are not key padding take 128 rows),
+    'wgmma' (the plain wgmma kernel forced) and 'sm80' (the mma.sync kernel forced)."""
+    previous_path, previous_variant = set_kernel_path(request.param)
     yield request.param
-    native.attention_set_tile_variant(previous_variant)
-    native.attention_set_path(previous)
+    ops._native().attention_set_tile_variant(previous_variant)
+    ops._native().attention_set_path(previous_path)
 
 
 def _kernel_name(q, k, v, **kw):
@@ -258,9 +266,9 @@ def test_large_finite_mask_is_not_fully_masked():
 # 9000 below the first keys) are skipped; the other paths compute every block,
 # with the same results. Block sizes are 32 .. 128 keys depending on the path,
 # so the patterns end mid-block (200), on every block boundary (256), and skv is
-# a multiple of none. An even skv with a float16 / bfloat16 additive mask takes
-# the three-consumer d64 tile (the mask held packed), an odd one the
-# two-consumer tile.
+# a multiple of none. These grids take d64's 64-row tile; under 'auto-m192' an
+# even skv with a float16 / bfloat16 additive mask takes the three-consumer
+# tile (the mask held packed), an odd one the two-consumer tile.
 PAD_PATTERNS = {  # dead key ranges of one mask row
     "none": lambda s: [],
     "right-mid": lambda s: [(200, s)],
@@ -355,7 +363,7 @@ def test_key_padding_is_exact(kind, d, dtype, kernel_path):
         cut, cut_lse = ops.attention(q[r:r + 1], k[r:r + 1, :, :n], v[r:r + 1, :, :n], mask=mask[r:r + 1, ..., :n],
                                      return_lse=True)
         torch.cuda.synchronize()
-        if kernel_path not in ("auto", "auto-m64") or torch.cuda.get_device_capability() != (9, 0):
+        if kernel_path not in ("auto", *TILE_PATHS) or torch.cuda.get_device_capability() != (9, 0):
             torch.testing.assert_close(out[r:r + 1], cut, rtol=2e-2, atol=2e-3)
             torch.testing.assert_close(lse[r:r + 1], cut_lse, rtol=1e-4, atol=1e-4)
             continue
@@ -530,15 +538,17 @@ def test_path_choice(kernel_path):
     q, k, v = make_inputs(1, 2, 2, 64, 64, 128, 128, torch.float16)
     name = _kernel_name(q, k, v)
     hopper = torch.cuda.get_device_capability() == (9, 0) and "90a" in _C.build_info()["cuda_archs"]
-    if kernel_path in ("auto", "auto-m64") and hopper:
+    if kernel_path in ("auto", *TILE_PATHS) and hopper:
         assert name.startswith("flash_fwd_ws"), name
         # d256 has no warp-specialised tile: the plain wgmma kernel takes it.
         q2, k2, v2 = make_inputs(1, 2, 2, 64, 64, 256, 256, torch.float16)
         assert _kernel_name(q2, k2, v2).startswith("flash_fwd_wgmma<")
-        # d64: a grid under a wave takes the 64-row tile (two CTAs per SM), a long causal one 192 rows.
+        # d64: a grid under a wave takes the 64-row tile (two CTAs per SM), causal inputs 192 rows.
         q3, k3, v3 = make_inputs(1, 2, 2, 64, 64, 64, 64, torch.float16)
-        assert ",m64,n128,w8,b2>" in _kernel_name(q3, k3, v3)
+        rows = {"auto": 64, "auto-m64": 64, "auto-m128": 128, "auto-m192": 192}[kernel_path]
+        assert f",m{rows},n128," in _kernel_name(q3, k3, v3)
         if kernel_path == "auto":
+            assert ",m64,n128,w8,b2>" in _kernel_name(q3, k3, v3)
             assert ",m192," in _kernel_name(q3, k3, v3, causal=True)
     elif kernel_path == "wgmma" and hopper:
         assert name.startswith("flash_fwd_wgmma<"), name
