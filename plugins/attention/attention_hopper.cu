@@ -23,7 +23,7 @@ namespace {
 // three-consumer d64 tile spills with the general mask code), key-padding
 // masks that key_row_packable accepts KEY_ROW_VARIANT (the three-consumer d64
 // tile holds those packed; -1: MASKED_VARIANT). d64 picks its rows per tile
-// (SHORT_GRID_VARIANT: 128, ONE_CONSUMER_VARIANT: 64, else 192) with
+// (TWO_CONSUMER_VARIANT: 128, ONE_CONSUMER_VARIANT: 64, else 192) with
 // d64_rows's cost model. The plain wgmma kernel
 // (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on and runs
 // where the warp-specialised one can't (no tensor maps for these strides, d256,
@@ -38,8 +38,8 @@ struct HopperTiles<64> {
                               HopperWsConfig<64, 128, 3, 2, false>, HopperWsConfig<64, 128, 1, 2, false>,
                               HopperConfig<64, 64, 2>>;
   static constexpr int FIRST_BASIC = 4, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0;
-  static constexpr int SHORT_GRID_VARIANT = 1, ONE_CONSUMER_VARIANT = 3;
-  static_assert(std::tuple_element_t<SHORT_GRID_VARIANT, Variants>::BLOCK_M == 128 &&
+  static constexpr int TWO_CONSUMER_VARIANT = 1, ONE_CONSUMER_VARIANT = 3;
+  static_assert(std::tuple_element_t<TWO_CONSUMER_VARIANT, Variants>::BLOCK_M == 128 &&
                 std::tuple_element_t<ONE_CONSUMER_VARIANT, Variants>::BLOCK_M == 64 &&
                 std::tuple_element_t<0, Variants>::BLOCK_M == 192);
 };
@@ -142,7 +142,7 @@ int d64_rows(const AttentionParams& p) {
 // KEY_ROW_VARIANT (packable key-padding masks), moved to the first plain wgmma
 // config when the warp-specialised kernel is not allowed or p's views have no
 // tensor maps. d64's rows per tile (d64_rows, or forced by variant
-// SHORT_GRID_VARIANT / ONE_CONSUMER_VARIANT) apply to masked inputs too; the
+// TWO_CONSUMER_VARIANT / ONE_CONSUMER_VARIANT) apply to masked inputs too; the
 // 64-row tile takes unmasked inputs and key-padding masks only (others: 128
 // rows). `maps` receives the encoded maps. Masked inputs instantiate at most
 // five kernels per bucket and dtype, not all variants.
@@ -158,12 +158,12 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
     if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
     if constexpr (D.value == 64) {
       const int rows = index == 0                            ? d64_rows(p)
-                       : index == Tiles::SHORT_GRID_VARIANT   ? 128
+                       : index == Tiles::TWO_CONSUMER_VARIANT   ? 128
                        : index == Tiles::ONE_CONSUMER_VARIANT ? 64
                                                               : 192;
       one = rows == 64 && (!masked || key_row);
       packed = key_row && rows == 192 && key_row_packable(p);
-      if (rows == 128) index = Tiles::SHORT_GRID_VARIANT;
+      if (rows == 128) index = Tiles::TWO_CONSUMER_VARIANT;
       if (one) index = Tiles::ONE_CONSUMER_VARIANT;
     }
     if (masked && !one) index = packed ? Tiles::KEY_ROW_VARIANT : Tiles::MASKED_VARIANT;

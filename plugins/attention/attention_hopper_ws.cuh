@@ -63,11 +63,11 @@ struct HopperWsConfig {
   // Q, the output staging tile (so the next tile's Q can land during this
   // tile's last P V and epilogue), STAGES x (K, V), 1024 bytes of alignment
   // slack, then the barriers: q_full, q_empty, k_full[STAGES], v_full[STAGES],
-  // k_empty[STAGES], v_empty[STAGES], scan_full[2], scan_empty[2], counts_full,
-  // then the key-padding data: a two-slot ring of mask bounds from the scanning
-  // warp to the issuing thread (2 x 2 ints) and the current tile's block counts
-  // for the consumers (2 ints).
-  static constexpr int BARRIERS = 2 + 4 * STAGES + 5;
+  // k_empty[STAGES], v_empty[STAGES], scan_full[2], scan_empty[2], then the
+  // key-padding data: a two-slot ring of mask bounds from the scanning warp to
+  // the issuing thread (2 x 2 ints) and the current tile's block counts for the
+  // consumers (2 ints).
+  static constexpr int BARRIERS = 2 + 4 * STAGES + 4;
   static constexpr int SMEM_BYTES = (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8 + 6 * 4;
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
@@ -91,10 +91,8 @@ __device__ __forceinline__ int persistent_tile(int it, bool snake) {
 // spilled at 24 registers): key blocks past the last live key are neither
 // loaded nor computed, and blocks whose mask is all no-op take the unmasked
 // score preparation (no mask loads or adds). The issuing thread publishes the
-// tile's two block counts and then arrives on counts_full (a release); each
-// consumer reads them after issuing the tile's first S product (every tile
-// that runs keeps its first block), so the scan's latency hides behind the
-// Q / K loads and that product, and all walk the same blocks.
+// tile's two block counts before its q_full arrival (a release), so each
+// consumer reads them after its q_full wait and all walk the same blocks.
 // With three consumers the prefetched mask is held packed (KeyRowMaskPacked).
 template <typename T, typename CFG, bool MASKED, bool KEY_ROW = false>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
@@ -117,8 +115,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   uint64_t* v_empty = k_empty + STAGES;
   uint64_t* scan_full = v_empty + STAGES;  // KEY_ROW: slot s of the scan ring written / read
   uint64_t* scan_empty = scan_full + 2;
-  uint64_t* counts_full = scan_empty + 2;  // KEY_ROW: the tile's block counts published
-  int* scan_slots = reinterpret_cast<int*>(counts_full + 1);  // per slot: zero_end, live_end
+  int* scan_slots = reinterpret_cast<int*>(scan_empty + 2);  // per slot: zero_end, live_end
   int* key_blocks = scan_slots + 4;                          // the current tile's, for the consumers
   constexpr bool key_row = MASKED && KEY_ROW;
 
@@ -138,7 +135,6 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         mbar_init(scan_full + sl, 1);
         mbar_init(scan_empty + sl, 1);
       }
-      mbar_init(counts_full, 1);
     }
     mbar_init_fence();
   }
@@ -177,9 +173,15 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         // KEY_ROW: Q and the first K/V block are on their way before the
         // tile's mask bounds are awaited (a tile that runs at all keeps its
         // first block: key_row_blocks never shrinks n_blocks below 1), so the
-        // scan's latency hides behind theirs. (Loading the second block ahead
-        // too, releasing it unread when the bounds drop it, gained nothing.)
-        mbar_arrive_expect_tx(q_full, Q_BYTES);
+        // scan's latency hides behind theirs; q_full's one arrival comes
+        // after the counts are published (a release). (Consumers issuing the
+        // first S product before the counts, and the second block loaded
+        // ahead, measured no faster on the H100.)
+        if constexpr (key_row) {
+          mbar_expect_tx(q_full, Q_BYTES);
+        } else {
+          mbar_arrive_expect_tx(q_full, Q_BYTES);
+        }
 #pragma unroll
         for (int at = 0; at < ATOMS; ++at) tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
         const bool any = w.n_blocks > 0;
@@ -193,7 +195,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           // The consumers read the previous tile's counts before releasing q_empty.
           key_blocks[0] = w.n_blocks;
           key_blocks[1] = zero_blocks;
-          mbar_arrive(counts_full);
+          mbar_arrive(q_full);
         }
         for (int nb = any ? 1 : 0; nb < w.n_blocks; ++nb) load_kv(nb);
       }
@@ -265,13 +267,13 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     std::conditional_t<packed_mask, KeyRowMaskPacked<NT>, KeyRowMask<NT>> km;
     BlockWork w_cur{};
     int zero_blocks = 0;  // KEY_ROW: leading blocks whose mask is a no-op
-    // KEY_ROW: the mask's log2 values to score units (raw scores: 1 / scale_log2; block_work<.., KEY_ROW>).
-    const float mask_unit = a.softcap <= 0.f && a.scale_log2 > 0.f ? a.inv_scale_log2 : 1.f;
+    // KEY_ROW: the mask's log2 values to the scores' units (block_work<.., KEY_ROW> keeps raw scores).
+    auto mask_unit = [&] { return w_cur.raw_scores ? a.inv_scale_log2 : 1.f; };
     auto load_mask = [&](int nb) {
       if constexpr (packed_mask) {
         if (nb >= zero_blocks) load_key_row_mask_packed<NT>(km, a, w_cur, nb * BN, t);
       } else if constexpr (key_row) {
-        if (nb >= zero_blocks) load_key_row_mask<NT>(km, a, w_cur, nb * BN, t, mask_unit);
+        if (nb >= zero_blocks) load_key_row_mask<NT>(km, a, w_cur, nb * BN, t, mask_unit());
       }
     };
     auto prepare = [&](float (&s)[1][NT][4], int nb) {
@@ -281,7 +283,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         } else {
           scale_scores<1, NT>(s, a, w_cur);
           if constexpr (packed_mask) {
-            apply_key_row_mask_packed<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t, mask_unit);
+            apply_key_row_mask_packed<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t, mask_unit());
           } else {
             apply_key_row_mask<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t);
           }
@@ -303,23 +305,18 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       row_sum[0][0] = row_sum[0][1] = 0.f;
 
       mbar_wait(q_full, it & 1);
-      // KEY_ROW: the issuing thread's counts for this tile. Lane 0 reads them,
-      // so the read is ordered before this warp's q_empty release (lane 0
-      // arrives), after which the next tile's counts may be written.
-      auto read_counts = [&] {
-        if constexpr (key_row) {
-          mbar_wait(counts_full, it & 1);
-          int published[2] = {0, 0};
-          if (lane == 0) {
-            published[0] = key_blocks[0];
-            published[1] = key_blocks[1];
-          }
-          w_cur.n_blocks = __shfl_sync(0xffffffffu, published[0], 0);
-          zero_blocks = __shfl_sync(0xffffffffu, published[1], 0);
+      if constexpr (key_row) {
+        // The issuing thread's counts for this tile. Lane 0 reads them, so the
+        // read is ordered before this warp's q_empty release (lane 0 arrives).
+        int published[2] = {0, 0};
+        if (lane == 0) {
+          published[0] = key_blocks[0];
+          published[1] = key_blocks[1];
         }
-      };
-      if (w.n_blocks == 0) {  // the counts can't add blocks
-        read_counts();
+        w_cur.n_blocks = __shfl_sync(0xffffffffu, published[0], 0);
+        zero_blocks = __shfl_sync(0xffffffffu, published[1], 0);
+      }
+      if (w.n_blocks == 0) {
         release(q_empty);
       } else {
         float s[1][NT][4];
@@ -333,7 +330,6 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         issue_s(s, st);
         wgmma_commit();
         turn_end();
-        read_counts();
         load_mask(0);
         wgmma_wait<0>();
         pin_registers<NT>(s[0]);

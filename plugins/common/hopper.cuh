@@ -36,6 +36,15 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
 #endif
 }
 
+// Announces `bytes` still to land through complete_tx, without an arrival
+// (the phase also waits for the expected arrivals).
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+#endif
+}
+
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 #ifdef TRT_FASTOPS_SM90A
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
