@@ -173,7 +173,12 @@ def replay_stats(trace: dict, iters: int) -> dict:
         if e["corr"] in launches:
             groups[e["corr"]].append(e)
     spans, gaps, latency, counts = [], [], [], []
+    first: list = []
     for corr, evs in groups.items():
+        if not first:  # the first replay's opening activities, offsets from its cudaGraphLaunch
+            t_launch = launches[corr]["ts"]
+            first = [{"name": short_name(e["name"], 60), "start_us": round(e["ts"] - t_launch, 2),
+                      "dur_us": round(e["dur"], 2)} for e in sorted(evs, key=lambda e: e["ts"])[:8]]
         start = min(e["ts"] for e in evs)
         span = max(e["ts"] + e["dur"] for e in evs) - start
         spans.append(span)
@@ -186,7 +191,7 @@ def replay_stats(trace: dict, iters: int) -> dict:
         by_call[c["name"]][1] += 1
     med = (lambda xs: round(statistics.median(xs), 2) if xs else None)
     return {"replays": len(groups), "span_us": med(spans), "gaps_us": med(gaps), "launch_to_gpu_us": med(latency),
-            "activities_per_replay": med(counts),
+            "activities_per_replay": med(counts), "first_activities": first,
             "runtime_calls_per_run": {n: {"calls": round(k / iters, 2), "us": round(t / iters, 1)}
                                       for n, (t, k) in sorted(by_call.items(), key=lambda kv: -kv[1][0])}}
 

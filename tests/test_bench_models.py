@@ -284,6 +284,8 @@ def test_profile_graph_replays():
     g = pm.replay_stats(trace, iters=2)
     assert g["replays"] == 2 and g["span_us"] == 11.0 and g["gaps_us"] == 2.0 and g["launch_to_gpu_us"] == 9.0
     assert g["activities_per_replay"] == 2
+    assert g["first_activities"] == [{"name": "k", "start_us": 10.0, "dur_us": 5.0},
+                                     {"name": "k", "start_us": 16.0, "dur_us": 4.0}]
     assert g["runtime_calls_per_run"] == {"cudaMemcpy": {"calls": 1.0, "us": 7.0},
                                           "cudaGraphLaunch": {"calls": 1.0, "us": 4.0}}
     s = pm.summarize(pm.kernels_from_trace(trace), 2, 3)
