@@ -29,6 +29,7 @@ struct HopperConfig {
   static constexpr int HEAD_DIM = D, BLOCK_M = 128, BLOCK_N = BN, NUM_WARPS = 8, BLOCKS_PER_SM = MIN_BLOCKS;
   static constexpr int THREADS = 256;
   static constexpr bool PERSISTENT = false;  // one CTA per tile
+  static constexpr bool Q_BY_TMA = false;    // Q rows come by cp.async from row m0 on (no rows before 0)
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
   // Q + two stages of K and V, plus slack to align the tiles to 1024 bytes
   // (the 128-byte swizzle repeats every 8 rows of 128 bytes).

@@ -52,6 +52,7 @@ struct HopperWsConfig {
   static constexpr int THREADS = NUM_WARPS * 32, NUM_STAGES = STAGES, NUM_CONSUMERS = CONSUMERS;
   static constexpr bool PING_PONG = PINGPONG;
   static constexpr bool PERSISTENT = true;  // BLOCKS_PER_SM resident CTAs per SM walk the tiles
+  static constexpr bool Q_BY_TMA = true;    // rows outside [0, q_len) arrive as zeros (TMA bounds)
   // 65536 registers per SM: 128 * 24 + 256 * 240, 128 * 32 + 384 * 160, or
   // two CTAs of 128 * 32 + 128 * 224 (setmaxnreg moves registers within the
   // CTA's launch allocation: 168 x 384, 128 x 384 and 128 x 256 threads).

@@ -38,6 +38,7 @@ struct FlashArgs {
   int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss;
   int q_heads, group, q_len, kv_len, head_dim, v_head_dim;
   int bh_count, m_blocks;
+  int m_shift;          // rows query block 0 starts before row 0 (see make_args); they are never stored
   int lpt_heads;        // > 0: tile order in sections of this many heads (see block_work); 0: head-major
   float scale_log2;     // scale * log2(e)
   float softcap;        // 0: none
@@ -58,6 +59,7 @@ struct FlashConfig {
   static constexpr int HEAD_DIM = D, BLOCK_M = BM, BLOCK_N = BN, NUM_WARPS = WARPS, BLOCKS_PER_SM = MIN_BLOCKS;
   static constexpr int THREADS = WARPS * 32;
   static constexpr bool PERSISTENT = false;  // one CTA per tile
+  static constexpr bool Q_BY_TMA = false;    // Q rows come by cp.async from row m0 on (no rows before 0)
   static constexpr int M_TILES = BM / (16 * WARPS);  // 16-row MMA tiles per warp
   static constexpr int N_TILES = BN / 8;             // 8-key score tiles
   static constexpr int D_TILES = D / 8;              // 8-wide output tiles
@@ -164,7 +166,7 @@ __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
   w.b = w.bh / a.q_heads;
   w.h = w.bh % a.q_heads;
   w.kvh = w.h / a.group;
-  w.m0 = m_block * BM;
+  w.m0 = m_block * BM - a.m_shift;
   // Keys past n_end are masked for every row of this block.
   int64_t n_end = a.kv_len;
   if (MASKED && a.mask_kv_len < n_end) n_end = a.mask_kv_len;
@@ -491,7 +493,8 @@ __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const Flas
         for (int hr = 0; hr < 2; ++hr) {
           const int row = warp_m0 + mt * 16 + g + hr * 8;
           const int last = last_visible_key<true>(a, row);
-          const auto* mrow = mask + head + int64_t(row < a.q_len ? row : a.q_len - 1) * a.m_sq;  // rows past q_len are never stored
+          // Rows before 0 (m_shift) and past q_len are never stored: they read row 0 / the last.
+          const auto* mrow = mask + head + int64_t(min(max(row, 0), a.q_len - 1)) * a.m_sq;
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -600,7 +603,7 @@ __device__ __forceinline__ void store_output(const FlashArgs& a, const BlockWork
           *reinterpret_cast<uint32_t*>(stage(local_row, dt * 8 + 2 * t)) =
               pack2<T>(o[mt][dt][hr * 2] * inv, o[mt][dt][hr * 2 + 1] * inv);
         }
-      } else if (row < a.q_len) {
+      } else if (unsigned(row) < unsigned(a.q_len)) {  // rows before 0 (m_shift) or past q_len: not stored
         T* orow = out + int64_t(row) * a.o_ss;
 #pragma unroll
         for (int dt = 0; dt < DT; ++dt) {
@@ -609,7 +612,7 @@ __device__ __forceinline__ void store_output(const FlashArgs& a, const BlockWork
           if (col + 1 < a.v_head_dim) orow[col + 1] = T(o[mt][dt][hr * 2 + 1] * inv);
         }
       }
-      if (a.lse != nullptr && t == 0 && row < a.q_len) {
+      if (a.lse != nullptr && t == 0 && unsigned(row) < unsigned(a.q_len)) {
         a.lse[int64_t(w.bh) * a.q_len + row] =
             sum > 0.f ? (row_max[mt][hr] * w.exp_scale + __log2f(sum)) * LN2 : NEG_INF;
       }
@@ -622,7 +625,7 @@ __device__ __forceinline__ void store_output(const FlashArgs& a, const BlockWork
     for (int idx = lane; idx < MT * 16 * CHUNKS; idx += 32) {
       const int r = idx / CHUNKS, c = idx % CHUNKS;
       const int row = w.m0 + warp_row0 + r;
-      if (row < a.q_len && c * 8 < a.v_head_dim) {
+      if (unsigned(row) < unsigned(a.q_len) && c * 8 < a.v_head_dim) {
         *reinterpret_cast<uint4*>(out + int64_t(row) * a.o_ss + c * 8) =
             *reinterpret_cast<const uint4*>(stage(warp_row0 + r, c * 8));
       }

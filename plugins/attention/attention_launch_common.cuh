@@ -43,7 +43,13 @@ inline bool rows_aligned(const AttentionParams& p) {
 
 inline bool fits_int(int64_t n) { return n >= 0 && n <= INT32_MAX; }
 
-inline FlashArgs make_args(const AttentionParams& p, int block_m) {
+// q_by_tma: the kernel loads Q through a tensor map, which zero-fills rows
+// outside the tensor, so its query blocks may start before row 0. Causal
+// inputs then put the partial query block first (m_shift = the padding):
+// block 0 sees the fewest keys, so the padded rows cost one or two key blocks
+// there instead of every key block at the end (d64's 192-row tiles at seqlen
+// 1k: 27 key blocks per head instead of 32).
+inline FlashArgs make_args(const AttentionParams& p, int block_m, bool q_by_tma) {
   FlashArgs a{};
   a.q = p.q;
   a.k = p.k;
@@ -62,6 +68,7 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m) {
   a.v_head_dim = int(p.v_head_dim);
   a.bh_count = int(p.batch * p.q_heads);
   a.m_blocks = int((p.q_len + block_m - 1) / block_m);
+  a.m_shift = p.causal && q_by_tma ? int(int64_t(a.m_blocks) * block_m - p.q_len) : 0;
   a.scale_log2 = p.scale * LOG2E;
   a.softcap = p.softcap;
   a.scale_softcap = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
@@ -97,7 +104,7 @@ int causal_schedule_override();
 // Extra kernel arguments (the TMA maps of the warp-specialised kernel) follow FlashArgs.
 template <typename CFG, auto KERNEL, typename... Extra>
 cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const Extra&... extra) {
-  FlashArgs a = make_args(p, CFG::BLOCK_M);
+  FlashArgs a = make_args(p, CFG::BLOCK_M, CFG::Q_BY_TMA);
   auto kernel = KERNEL;
   LaunchDevice dev;
   if (const cudaError_t err = current_launch_device(&dev); err != cudaSuccess) return err;
