@@ -24,8 +24,11 @@ indicative only), total GPU time and kernel launches per run, and the wall time 
 as bench_models times them). Each replay's GPU activities are found by the correlation id of its
 cudaGraphLaunch; per run it adds: the replay's GPU span (first kernel start to last kernel end),
 the idle gaps inside it (span - kernel time), the latency from the cudaGraphLaunch call to the
-first kernel, and the host's CUDA runtime calls (count and µs per run by name). wall - span is
-what the host adds around the GPU work.
+first kernel (with each replay's first activities), and the host's CUDA runtime calls (count and
+µs per run by name). wall - span is what the host adds around the GPU work. The profiler itself
+slows graph replays: a torch graph of 96 small kernels replays in 119 µs unprofiled but starts
+its GPU work 125 µs after cudaGraphLaunch under CUPTI (scripts/graph_launch.py), so read spans
+and the launch latency as comparisons between variants, not as their unprofiled times.
 
 Case syntax: MODEL[:BATCHxSEQ] for bert_base / gpt2 / llama_gqa, MODEL[:BATCH] for vit_b16
 (196 patches) and resnet50 (224 px); MODEL alone takes the bench_models default size.

@@ -1,0 +1,160 @@
+"""What the compiler made of the sm_90a attention kernels (no GPU needed: nvcc, cuobjdump).
+
+Issue 7's build rules, checked on every CI run rather than by hand after a tuning session:
+  - no wgmma serialisation: ptxas's C7520 note ("wgmma.mma_async instructions are serialized")
+    means every matrix product waits for the previous one. A `wgmma` issue under a branch
+    triggered it once and cost the d64 tile 25-30% (bench/NOTES-attention.md item 20);
+  - the warp-specialised kernels hold their state in registers: no spills, except the
+    general-mask tiles (a mask row per query), whose bound is recorded here;
+  - the SASS has HGMMA and no HMMA, TMA loads (UTMALDG) and register reallocation (USETMAXREG).
+
+The translation unit is compiled once (about a minute on two cores) with the build's flags for
+sm_90a. Skipped where nvcc is missing; the SASS test also needs cuobjdump and nvdisasm (the CUDA
+toolkit's, or PyPI's nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm from the `test` extra).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCE = REPO / "plugins" / "attention" / "attention_hopper.cu"
+
+# HopperWsConfig<D, BLOCK_N, CONSUMERS, STAGES, PINGPONG> and the kernel's MASKED, KEY_ROW flags,
+# as they appear in the mangled name of flash_fwd_ws_kernel<T, CFG, MASKED, KEY_ROW>.
+WS_NAME = re.compile(r"flash_fwd_ws_kernel.*HopperWsConfigILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])EEELb([01])ELb([01])E")
+# General masks (one row per query) keep their per-element mask loads in registers the tile
+# does not have: these variants spill, as they did when the bound was recorded (92 and 148 bytes).
+GENERAL_MASK_SPILL_BOUND = 160
+
+
+def _tool(name: str) -> str | None:
+    """A CUDA tool from PATH, CUDA_HOME / CUDA_PATH, /usr/local/cuda, or PyPI's nvidia/cu13 wheels."""
+    found = shutil.which(name)
+    if found:
+        return found
+    dirs = [Path(os.environ[v]) / "bin" for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    dirs.append(Path("/usr/local/cuda/bin"))
+    spec = importlib.util.find_spec("nvidia")
+    if spec is not None and spec.submodule_search_locations:
+        dirs += [Path(p) / "cu13" / "bin" for p in spec.submodule_search_locations]
+    for d in dirs:
+        if (d / name).is_file() and os.access(d / name, os.X_OK):
+            return str(d / name)
+    return None
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    """(ptxas report, cubin path) of attention_hopper.cu for sm_90a."""
+    nvcc = _tool("nvcc")
+    if nvcc is None:
+        pytest.skip("needs nvcc (CUDA toolkit) to compile the sm_90a attention kernels")
+    cubin = tmp_path_factory.mktemp("sass") / "attention_hopper.cubin"
+    cmd = [nvcc, "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo", "-O3",
+           "-gencode", "arch=compute_90a,code=sm_90a", f"-I{REPO}", '-DTRT_FASTOPS_CUDA_ARCHS="90a"',
+           "-Xptxas", "-v", "-cubin", "-o", str(cubin), str(SOURCE)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, f"nvcc failed ({' '.join(cmd)}):\n{r.stderr[-4000:]}"
+    return r.stdout + r.stderr, cubin
+
+
+def ptxas_entries(report: str) -> dict[str, dict]:
+    """Per kernel (mangled name): registers, stack frame and spill bytes from `ptxas -v`."""
+    out: dict[str, dict] = {}
+    cur = None
+    for line in report.splitlines():
+        m = re.search(r"Compiling entry function '(\S+)'", line)
+        if m:
+            cur = out.setdefault(m.group(1), {})
+            continue
+        if cur is None:
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            cur.update(stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            cur["registers"] = int(m.group(1))
+    return out
+
+
+def ws_flags(name: str):
+    """(head dim, consumers, pingpong, masked, key_row) of a flash_fwd_ws_kernel, else None."""
+    m = WS_NAME.search(name)
+    if not m:
+        return None
+    d, _, consumers, _, pingpong, masked, key_row = (int(x) for x in m.groups())
+    return d, consumers, bool(pingpong), bool(masked), bool(key_row)
+
+
+def test_report_parsing():
+    report = (
+        "ptxas info    : Compiling entry function '_ZN11trt_fastops9attention19flash_fwd_ws_kernelI6__halfNS0_14"
+        "HopperWsConfigILi64ELi128ELi3ELi2ELb1EEELb1ELb1EEEvNS0_9FlashArgsENS0_7TmaMapsE' for 'sm_90a'\n"
+        "ptxas info    : Function properties for x\n"
+        "    16 bytes stack frame, 20 bytes spill stores, 36 bytes spill loads\n"
+        "ptxas info    : Used 168 registers, used 16 barriers\n")
+    (name, e), = ptxas_entries(report).items()
+    assert e == {"stack": 16, "spill_stores": 20, "spill_loads": 36, "registers": 168}
+    assert ws_flags(name) == (64, 3, True, True, True)
+    assert ws_flags("_ZN11trt_fastops9attention23flash_fwd_hopper_kernelI6__half") is None
+
+
+def test_no_wgmma_serialization(build):
+    report, _ = build
+    notes = [line.strip() for line in report.splitlines() if "C7520" in line or "are serialized" in line]
+    assert not notes, "ptxas serialised wgmma (every product waits for the previous one):\n" + "\n".join(notes)
+
+
+def test_warp_specialised_kernels_do_not_spill(build):
+    report, _ = build
+    entries = ptxas_entries(report)
+    ws = {n: e for n, e in entries.items() if ws_flags(n) is not None}
+    # Both dtypes of: d64 at 192 / 128 / 64 rows, d128, with and without masks.
+    assert len(ws) >= 16, f"expected the warp-specialised instantiations, found {sorted(ws)}"
+    bad = []
+    for name, e in ws.items():
+        d, consumers, pingpong, masked, key_row = ws_flags(name)
+        bound = GENERAL_MASK_SPILL_BOUND if masked and not key_row else 0
+        if e.get("spill_stores", 0) > bound or e.get("spill_loads", 0) > bound:
+            bad.append(f"d{d} consumers={consumers} pingpong={pingpong} masked={masked} key_row={key_row}: "
+                       f"{e} (at most {bound} bytes)")
+    assert not bad, "warp-specialised kernels spill:\n" + "\n".join(bad)
+
+
+def sass_functions(text: str) -> dict[str, Counter]:
+    """Mnemonic counts per function of `cuobjdump -sass` output."""
+    parts = re.split(r"\n\s*Function : (\S+)\n", text)
+    return {parts[i]: Counter(re.findall(r"\b(HGMMA|HMMA|UTMALDG|USETMAXREG)\b", parts[i + 1]))
+            for i in range(1, len(parts), 2)}
+
+
+def test_sass_hgmma_tma_setmaxreg(build):
+    _, cubin = build
+    cuobjdump, nvdisasm = _tool("cuobjdump"), _tool("nvdisasm")
+    if cuobjdump is None or nvdisasm is None:
+        pytest.skip("needs cuobjdump and nvdisasm (CUDA toolkit, or pip install nvidia-cuda-cuobjdump "
+                    "nvidia-cuda-nvdisasm)")
+    env = dict(os.environ, NVDISASM_PATH=str(Path(nvdisasm).parent))
+    r = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    funcs = sass_functions(r.stdout)
+    wgmma = {n: c for n, c in funcs.items() if "flash_fwd_ws_kernel" in n or "flash_fwd_hopper_kernel" in n}
+    assert len(wgmma) >= 20, f"expected the sm_90a attention kernels in the SASS, found {sorted(funcs)}"
+    bad = []
+    for name, c in wgmma.items():
+        want = {"HGMMA": c["HGMMA"] > 0, "no HMMA": c["HMMA"] == 0}
+        if "flash_fwd_ws_kernel" in name:  # TMA loads; setmaxreg down in the producer, up in the consumers
+            want.update({"UTMALDG": c["UTMALDG"] > 0, "USETMAXREG x2": c["USETMAXREG"] >= 2})
+        missing = [k for k, ok in want.items() if not ok]
+        if missing:
+            bad.append(f"{name}: {', '.join(missing)} ({dict(c)})")
+    assert not bad, "\n".join(bad)
