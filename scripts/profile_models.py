@@ -24,7 +24,7 @@ indicative only), total GPU time and kernel launches per run, and the wall time 
 as bench_models times them). Each replay's GPU activities are found by the correlation id of its
 cudaGraphLaunch; per run it adds: the replay's GPU span (first kernel start to last kernel end),
 the idle gaps inside it (span - kernel time), the latency from the cudaGraphLaunch call to the
-first kernel (with each replay's first activities), and the host's CUDA runtime calls (count and
+first kernel (and the first replay's opening activities), and the host's CUDA runtime calls (count and
 µs per run by name). wall - span is what the host adds around the GPU work. The profiler itself
 slows graph replays: a torch graph of 96 small kernels replays in 119 µs unprofiled but starts
 its GPU work 125 µs after cudaGraphLaunch under CUPTI (scripts/graph_launch.py), so read spans
