@@ -35,14 +35,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_common import driver_version, gpu_setup, write_results  # noqa: E402
-from profile_models import replay_stats, gpu_events  # noqa: E402
+from profile_models import replay_stats  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 GRAPHS = ("torch", "copy", "probe", "cluster", "norm", "attention", "dense", "gelu", "bert")
 HIDDEN, HEADS, SEQ, FFN = 768, 12, 128, 3072
 
 
-def make_graph_bodies(torch, _C, ops, stream):
+def make_graph_bodies(torch, _C, ops):
     """name -> a function enqueueing that graph's work (called once under capture)."""
     g = torch.Generator(device="cuda").manual_seed(0)
     dt = torch.float16
@@ -151,11 +151,9 @@ def measure(torch, graph, replays: int) -> dict:
         trace = json.loads(path.read_text())
     stats = replay_stats(trace, iters)
     launch = stats["runtime_calls_per_run"].get("cudaGraphLaunch") or {}
-    kernels = [e for e in gpu_events(trace)]
     return {"wall_us": round(statistics.median(walls), 1), "launch_call_us": launch.get("us"),
             "launch_to_gpu_us": stats["launch_to_gpu_us"], "span_us": stats["span_us"],
-            "gaps_us": stats["gaps_us"], "activities": stats["activities_per_replay"],
-            "gpu_activities_total": len(kernels)}
+            "gaps_us": stats["gaps_us"], "activities": stats["activities_per_replay"]}
 
 
 def main() -> int:
@@ -167,10 +165,10 @@ def main() -> int:
     setup = gpu_setup("graph_launch", want_ort=False)
     if isinstance(setup, int):
         return setup
-    torch, _C, _, device_index, stream = setup
+    torch, _C, _, device_index, _ = setup
     from trt_fastops import ops
 
-    body = make_graph_bodies(torch, _C, ops, stream)
+    body = make_graph_bodies(torch, _C, ops)
     rows, errors = [], []
     for name in args.graphs:
         try:
