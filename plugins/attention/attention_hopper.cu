@@ -3,6 +3,7 @@
 // hopper_path_available() is false, so the sm80 path runs.
 #include <cstring>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include <cuda.h>
@@ -59,6 +60,13 @@ template <typename CFG>
 constexpr bool is_warp_specialised = false;
 template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
 constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG>> = true;
+// Warp-specialised tiles with a key-row build per mask type (typed_key_row_mask);
+// the three-consumer tile, for grids of several tiles per SM, keeps one build
+// (typed, its 160-register consumers spill).
+template <typename CFG>
+constexpr bool typed_key_row_build = false;
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
+constexpr bool typed_key_row_build<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG>> = CONSUMERS < 3;
 
 // The driver's tensor-map encoder, looked up once (no link-time libcuda dependency).
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -112,6 +120,17 @@ bool key_row_packable(const AttentionParams& p) {
   return p.mask_kind == MaskKind::additive && (p.mask_dtype == DType::f16 || p.mask_dtype == DType::bf16) &&
          p.mask_stride_q == 0 && p.mask_stride_k == 1 && p.mask_kv_len % 2 == 0 && p.mask_stride_b % 2 == 0 &&
          p.mask_stride_h % 2 == 0 && (reinterpret_cast<uintptr_t>(p.mask) & 3) == 0;
+}
+
+// An additive key-padding mask of the inputs' dtype: the key-row kernels have
+// a build for it (flash_fwd_ws_kernel's MASK). The build that reads any mask
+// type carries a copy of its mask code per type (2.7x the unmasked kernel's
+// code); on the H100 with BERT's mask (tune_attention --graph, us, any / typed):
+// B1 S128 4.63 / 4.26, B1 S512 8.97 / 8.41, and after touching 216 MiB of other
+// data (--before scatter, the first instructions then come from DRAM) 7.48 / 4.73,
+// 15.07 / 13.03.
+bool typed_key_row_mask(const AttentionParams& p) {
+  return p.mask_kind == MaskKind::additive && p.mask_dtype == p.dtype;
 }
 
 // d64 without causal masking: rows per tile, 64 (one consumer, two CTAs per
@@ -232,7 +251,14 @@ cudaError_t launch_attention_hopper(const AttentionParams& p, int variant, bool 
     } else {
       return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED, auto KEY_ROW) {
         using CFG = typename decltype(cfg)::type;
-        if constexpr (is_warp_specialised<CFG>) {
+        if constexpr (typed_key_row_build<CFG> && MASKED.value && KEY_ROW.value) {
+          // Key padding in the inputs' own dtype (the additive masks of exported BERTs) takes a
+          // kernel built for that mask type, the others one that reads any.
+          return dispatch_bool(typed_key_row_mask(p), [&](auto TYPED) {
+            using MASK = std::conditional_t<TYPED.value, T, void>;
+            return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, true, true, MASK>>(p, stream, maps);
+          });
+        } else if constexpr (is_warp_specialised<CFG>) {
           return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, MASKED.value, KEY_ROW.value>>(p, stream, maps);
         } else {
           return launch_kernel<CFG, flash_fwd_hopper_kernel<T, CFG, MASKED.value>>(p, stream);

@@ -95,7 +95,8 @@ __device__ __forceinline__ int persistent_tile(int it, bool snake) {
 // tile's two block counts before its q_full arrival (a release), so each
 // consumer reads them after its q_full wait and all walk the same blocks.
 // With three consumers the prefetched mask is held packed (KeyRowMaskPacked).
-template <typename T, typename CFG, bool MASKED, bool KEY_ROW = false>
+// MASK (KEY_ROW): the mask's element type, or void for any (dispatch_mask).
+template <typename T, typename CFG, bool MASKED, bool KEY_ROW = false, typename MASK = void>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     flash_fwd_ws_kernel(const __grid_constant__ FlashArgs a, const __grid_constant__ TmaMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -208,7 +209,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         if (tile >= tiles) break;
         int m_block;
         const int bh = tile_head(a, tile, m_block);
-        const KeyBounds kb = key_row_bounds(a, bh / a.q_heads, bh % a.q_heads, lane);
+        const KeyBounds kb = key_row_bounds<MASK>(a, bh / a.q_heads, bh % a.q_heads, lane);
         const int sl = it & 1;
         if (it >= 2) mbar_wait(scan_empty + sl, ((it >> 1) - 1) & 1);
         if (lane == 0) {
@@ -274,7 +275,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       if constexpr (packed_mask) {
         if (nb >= zero_blocks) load_key_row_mask_packed<NT>(km, a, w_cur, nb * BN, t);
       } else if constexpr (key_row) {
-        if (nb >= zero_blocks) load_key_row_mask<NT>(km, a, w_cur, nb * BN, t, mask_unit());
+        if (nb >= zero_blocks) load_key_row_mask<NT, MASK>(km, a, w_cur, nb * BN, t, mask_unit());
       }
     };
     auto prepare = [&](float (&s)[1][NT][4], int nb) {
@@ -284,7 +285,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         } else {
           scale_scores<1, NT>(s, a, w_cur);
           if constexpr (packed_mask) {
-            apply_key_row_mask_packed<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t, mask_unit());
+            apply_key_row_mask_packed<1, NT, MASK>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t, mask_unit());
           } else {
             apply_key_row_mask<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t);
           }

@@ -216,17 +216,28 @@ __device__ __forceinline__ int last_visible_key(const FlashArgs& a, int row) {
 
 // f(typed mask pointer, value) with value(element) -> the score offset in log2
 // units (bool: 0 or -inf; additive: the value times log2(e)). The mask kind
-// and dtype are uniform, so the per-element loops carry no switch.
-template <typename F>
+// and dtype are uniform, so the per-element loops carry no switch. MASK: the
+// mask's element type when the kernel is built for one (the key-row kernels
+// for an additive mask of their own dtype), void for any (a copy of f's code
+// per type: the key-row kernels' code was 2.7x the unmasked kernels', which
+// showed where their first instructions come from DRAM; see mask_elem_t).
+template <typename MASK = void, typename F>
 __device__ __forceinline__ void dispatch_mask(const FlashArgs& a, F&& f) {
-  if (a.mask_kind == 1) {
-    f(static_cast<const unsigned char*>(a.mask), [](unsigned char m) { return m != 0 ? 0.f : NEG_INF; });
-  } else if (a.mask_dtype == 0) {
-    f(static_cast<const float*>(a.mask), [](float m) { return m * LOG2E; });
-  } else if (a.mask_dtype == 1) {
+  if constexpr (std::is_same_v<MASK, __half>) {
     f(static_cast<const __half*>(a.mask), [](__half m) { return __half2float(m) * LOG2E; });
-  } else {
+  } else if constexpr (std::is_same_v<MASK, __nv_bfloat16>) {
     f(static_cast<const __nv_bfloat16*>(a.mask), [](__nv_bfloat16 m) { return __bfloat162float(m) * LOG2E; });
+  } else {
+    static_assert(std::is_void_v<MASK>, "a typed mask is float16 or bfloat16");
+    if (a.mask_kind == 1) {
+      f(static_cast<const unsigned char*>(a.mask), [](unsigned char m) { return m != 0 ? 0.f : NEG_INF; });
+    } else if (a.mask_dtype == 0) {
+      f(static_cast<const float*>(a.mask), [](float m) { return m * LOG2E; });
+    } else if (a.mask_dtype == 1) {
+      f(static_cast<const __half*>(a.mask), [](__half m) { return __half2float(m) * LOG2E; });
+    } else {
+      f(static_cast<const __nv_bfloat16*>(a.mask), [](__nv_bfloat16 m) { return __bfloat162float(m) * LOG2E; });
+    }
   }
 }
 
@@ -303,6 +314,7 @@ __device__ __forceinline__ KeyBounds scan_key_row(const M* __restrict__ row, int
       break;
     }
   }
+  if (kb.zero_end == n) return KeyBounds{n, n};  // every key a no-op, so every key live
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) ref = fmaxf(ref, __shfl_xor_sync(0xffffffffu, ref, off));
   for (int c0 = (n - 1) / CHUNK * CHUNK; c0 >= 0; c0 -= CHUNK) {
@@ -321,13 +333,14 @@ __device__ __forceinline__ KeyBounds scan_key_row(const M* __restrict__ row, int
 
 // Bounds of the key-padding row of (batch b, head h): warp-wide, over the keys
 // that exist for it (below kv_len and mask_kv_len; those past mask_kv_len are
-// masked anyway).
+// masked anyway). MASK: dispatch_mask's.
+template <typename MASK = void>
 __device__ __forceinline__ KeyBounds key_row_bounds(const FlashArgs& a, int b, int h, int lane) {
   const int n = int(min(int64_t(a.kv_len), a.mask_kv_len));
   KeyBounds kb{0, 0};
   if (n <= 0) return kb;
   const int64_t head = b * a.m_sb + h * a.m_sh;
-  dispatch_mask(a, [&](const auto* m, auto value) {
+  dispatch_mask<MASK>(a, [&](const auto* m, auto value) {
     using M = std::remove_cv_t<std::remove_pointer_t<decltype(m)>>;
     constexpr int VEC = 8 / sizeof(M);
     const M* row = m + head;
@@ -361,12 +374,12 @@ struct KeyRowMask {
 // `unit` takes the values to the scores' units: 1 (log2), or inv_scale_log2
 // for raw scores (block_work's RAW_MASK: scaling every score of a tile whose
 // blocks are mostly no-op cost the key-padding kernel 10-30 %).
-template <int NT>
+template <int NT, typename MASK = void>
 __device__ __forceinline__ void load_key_row_mask(KeyRowMask<NT>& km, const FlashArgs& a, const BlockWork& w, int n0,
                                                   int t, float unit = 1.f) {
   const int64_t head = w.b * a.m_sb + w.h * a.m_sh;
   const int key_cap = int(a.mask_kv_len - 1);  // >= 0: a block is visited only below mask_kv_len
-  dispatch_mask(a, [&](const auto* m, auto value) {
+  dispatch_mask<MASK>(a, [&](const auto* m, auto value) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -417,8 +430,8 @@ __device__ __forceinline__ void load_key_row_mask_packed(KeyRowMaskPacked<NT>& k
 }
 
 // apply_key_row_mask for a packed block; the values are dispatch_mask's times
-// `unit` (load_key_row_mask's).
-template <int MT, int NT>
+// `unit` (load_key_row_mask's). MASK: dispatch_mask's.
+template <int MT, int NT, typename MASK = void>
 __device__ __forceinline__ void apply_key_row_mask_packed(float (&s)[MT][NT][4], const KeyRowMaskPacked<NT>& km,
                                                           const FlashArgs& a, int warp_m0, int n0, int g, int t,
                                                           float unit) {
@@ -440,18 +453,24 @@ __device__ __forceinline__ void apply_key_row_mask_packed(float (&s)[MT][NT][4],
       }
   };
   const float f = LOG2E * unit;
-  if (a.mask_dtype == 1) {
-    apply([f](uint32_t p) {
-      __half2 h;
-      memcpy(&h, &p, 4);
-      return make_float2(__low2float(h) * f, __high2float(h) * f);
-    });
+  auto as_half = [f](uint32_t p) {
+    __half2 h;
+    memcpy(&h, &p, 4);
+    return make_float2(__low2float(h) * f, __high2float(h) * f);
+  };
+  auto as_bfloat16 = [f](uint32_t p) {
+    __nv_bfloat162 h;
+    memcpy(&h, &p, 4);
+    return make_float2(__low2float(h) * f, __high2float(h) * f);
+  };
+  if constexpr (std::is_same_v<MASK, __half>) {
+    apply(as_half);
+  } else if constexpr (std::is_same_v<MASK, __nv_bfloat16>) {
+    apply(as_bfloat16);
+  } else if (a.mask_dtype == 1) {
+    apply(as_half);
   } else {
-    apply([f](uint32_t p) {
-      __nv_bfloat162 h;
-      memcpy(&h, &p, 4);
-      return make_float2(__low2float(h) * f, __high2float(h) * f);
-    });
+    apply(as_bfloat16);
   }
 }
 
