@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "plugins" / "attention" / "attention_hopper.cu"
 
 # HopperWsConfig<D, BLOCK_N, CONSUMERS, STAGES, PINGPONG> and the kernel's MASKED, KEY_ROW flags,
-# as they appear in the mangled name of flash_fwd_ws_kernel<T, CFG, MASKED, KEY_ROW>.
+# as they appear in the mangled name of flash_fwd_ws_kernel<T, CFG, MASKED, KEY_ROW, MASK>.
 WS_NAME = re.compile(r"flash_fwd_ws_kernel.*HopperWsConfigILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])EEELb([01])ELb([01])E")
 # General masks (one row per query) keep their per-element mask loads in registers the tile
 # does not have: these variants spill, as they did when the bound was recorded (92 and 148 bytes).
