@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         } else {
           scale_scores<1, NT>(s, a, w_cur);
           if constexpr (packed_mask) {
-            apply_key_row_mask_packed<1, NT, MASK>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t, mask_unit());
+            apply_key_row_mask_packed<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t, mask_unit());
           } else {
             apply_key_row_mask<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t);
           }

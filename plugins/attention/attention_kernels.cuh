@@ -220,7 +220,7 @@ __device__ __forceinline__ int last_visible_key(const FlashArgs& a, int row) {
 // mask's element type when the kernel is built for one (the key-row kernels
 // for an additive mask of their own dtype), void for any (a copy of f's code
 // per type: the key-row kernels' code was 2.7x the unmasked kernels', which
-// showed where their first instructions come from DRAM; see mask_elem_t).
+// showed where their first instructions come from DRAM; typed_key_row_mask).
 template <typename MASK = void, typename F>
 __device__ __forceinline__ void dispatch_mask(const FlashArgs& a, F&& f) {
   if constexpr (std::is_same_v<MASK, __half>) {
@@ -430,8 +430,8 @@ __device__ __forceinline__ void load_key_row_mask_packed(KeyRowMaskPacked<NT>& k
 }
 
 // apply_key_row_mask for a packed block; the values are dispatch_mask's times
-// `unit` (load_key_row_mask's). MASK: dispatch_mask's.
-template <int MT, int NT, typename MASK = void>
+// `unit` (load_key_row_mask's).
+template <int MT, int NT>
 __device__ __forceinline__ void apply_key_row_mask_packed(float (&s)[MT][NT][4], const KeyRowMaskPacked<NT>& km,
                                                           const FlashArgs& a, int warp_m0, int n0, int g, int t,
                                                           float unit) {
@@ -453,24 +453,18 @@ __device__ __forceinline__ void apply_key_row_mask_packed(float (&s)[MT][NT][4],
       }
   };
   const float f = LOG2E * unit;
-  auto as_half = [f](uint32_t p) {
-    __half2 h;
-    memcpy(&h, &p, 4);
-    return make_float2(__low2float(h) * f, __high2float(h) * f);
-  };
-  auto as_bfloat16 = [f](uint32_t p) {
-    __nv_bfloat162 h;
-    memcpy(&h, &p, 4);
-    return make_float2(__low2float(h) * f, __high2float(h) * f);
-  };
-  if constexpr (std::is_same_v<MASK, __half>) {
-    apply(as_half);
-  } else if constexpr (std::is_same_v<MASK, __nv_bfloat16>) {
-    apply(as_bfloat16);
-  } else if (a.mask_dtype == 1) {
-    apply(as_half);
+  if (a.mask_dtype == 1) {
+    apply([f](uint32_t p) {
+      __half2 h;
+      memcpy(&h, &p, 4);
+      return make_float2(__low2float(h) * f, __high2float(h) * f);
+    });
   } else {
-    apply(as_bfloat16);
+    apply([f](uint32_t p) {
+      __nv_bfloat162 h;
+      memcpy(&h, &p, 4);
+      return make_float2(__low2float(h) * f, __high2float(h) * f);
+    });
   }
 }
 
