@@ -172,7 +172,7 @@ class DeviceTensor:
         return _native().dlpack_capsule(self, self.ptr, list(self.shape), code, bits, dev_type, dev_id)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Feed:
     name: str
     kind: str  # "numpy" | "dlpack" | "pointer"
@@ -211,8 +211,8 @@ def _torch_feed(name: str, x: Any) -> _Feed | None:
         dtype = _TORCH_DTYPES[x.dtype] = dtype if dtype in _DTYPES else None
     if dtype is None or not x.is_cuda or not x.is_contiguous():
         return None
-    return _Feed(name, "dlpack", tuple(x.shape), dtype, x.device.index, x.data_ptr(),
-                 x.numel() * x.element_size(), x)
+    # get_device() / nbytes: one call each (x.device builds a torch.device object)
+    return _Feed(name, "dlpack", tuple(x.shape), dtype, x.get_device(), x.data_ptr(), x.nbytes, x)
 
 
 def _feed(name: str, x: Any, need_ortvalue: bool) -> _Feed:
@@ -641,8 +641,10 @@ class OrtModel:
 
     def _stage_inputs(self, entry: _GraphEntry, feeds: dict) -> None:
         # One native call: wait for the device (the producer's stream may still be writing the
-        # inputs), copy every input into the graph's buffer, wait for the copies.
-        _native().stage_copies(self.device, [(entry.input_ptrs[f.name], f.ptr, f.nbytes) for f in feeds.values()])
+        # inputs), copy every input into the graph's buffer (one kernel for those on this device),
+        # wait for the copies.
+        _native().stage_copies(self.device, [(entry.input_ptrs[f.name], f.ptr, f.nbytes, f.device)
+                                             for f in feeds.values()])
 
     def _new_entry(self, key, feeds: dict) -> _GraphEntry:
         ort = self._ort

@@ -1,5 +1,7 @@
 #include "plugins/common/device_memory.h"
 
+#include <vector>
+
 #include "plugins/common/cuda_status.h"
 
 namespace trt_fastops {
@@ -88,15 +90,20 @@ Status copy_bytes(int device, void* dst, const void* src, size_t bytes, cudaStre
 }
 
 Status stage_copies(int device, const CopySpan* copies, size_t count) {
+  std::vector<CopySpan> on_device;
   for (size_t i = 0; i < count; ++i) {
     if (copies[i].bytes && (copies[i].dst == nullptr || copies[i].src == nullptr))
       return Status::errorf("stage_copies: null pointer in copy ", i, " (", copies[i].bytes, " bytes)");
+    if (copies[i].bytes && copies[i].dst != copies[i].src && copies[i].src_device == device)
+      on_device.push_back(copies[i]);
   }
   DeviceGuard guard;
   TRT_FASTOPS_RETURN_IF_ERROR(guard.set(device));
   TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
+  TRT_FASTOPS_RETURN_IF_ERROR(cuda_status(launch_batched_copy(on_device.data(), on_device.size(), 0),
+                                          "stage_copies: launch_batched_copy"));
   for (size_t i = 0; i < count; ++i) {
-    if (copies[i].bytes == 0 || copies[i].dst == copies[i].src) continue;
+    if (copies[i].bytes == 0 || copies[i].dst == copies[i].src || copies[i].src_device == device) continue;
     cudaError_t err = cudaMemcpyAsync(copies[i].dst, copies[i].src, copies[i].bytes, cudaMemcpyDefault, 0);
     if (err != cudaSuccess) {
       cudaGetLastError();

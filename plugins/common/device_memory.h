@@ -39,14 +39,23 @@ Status device_synchronize(int device);
 Status copy_bytes(int device, void* dst, const void* src, size_t bytes, cudaStream_t stream, bool wait);
 
 // One input staging step: waits for all work on `device` (whatever stream produced the
-// sources), then copies each (dst, src, bytes) with cudaMemcpyAsync on the legacy default
-// stream and waits for them once. What a graph replay needs before it reads fixed buffers.
+// sources), then copies each (dst, src, bytes) on the legacy default stream and waits for them
+// once. What a graph replay needs before it reads fixed buffers. dst is device memory of
+// `device`; src_device says where src is: `device` (the copies from there go as one kernel,
+// launch_batched_copy) or anything else (-1: host memory; cudaMemcpyAsync, cudaMemcpyDefault).
+// Spans must not overlap one another.
 struct CopySpan {
   void* dst;
   const void* src;
   size_t bytes;
+  int src_device = -1;
 };
 Status stage_copies(int device, const CopySpan* copies, size_t count);
+
+// Enqueues the copies (dst and src both device memory of the current device, not
+// overlapping) as one kernel per 8 copies on `stream`; cudaErrorInvalidValue for a null
+// pointer, else cudaGetLastError() after the launches. Never synchronises.
+cudaError_t launch_batched_copy(const CopySpan* spans, size_t count, cudaStream_t stream);
 
 // Sets *device to the device `ptr` lives on, or -1 for host memory cudart
 // does not know (pageable) or registered host memory.

@@ -314,11 +314,11 @@ void register_graph_bindings(py::module_& m) {
       "with wait, the copy is complete on return");
   m.def(
       "stage_copies",
-      [](int device, const std::vector<std::tuple<uintptr_t, uintptr_t, size_t>>& copies) {
+      [](int device, const std::vector<std::tuple<uintptr_t, uintptr_t, size_t, int>>& copies) {
         std::vector<CopySpan> spans;
         spans.reserve(copies.size());
-        for (const auto& [dst, src, bytes] : copies)
-          spans.push_back({reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes});
+        for (const auto& [dst, src, bytes, src_device] : copies)
+          spans.push_back({reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes, src_device});
         Status st;
         {
           py::gil_scoped_release release;
@@ -327,8 +327,9 @@ void register_graph_bindings(py::module_& m) {
         throw_if_error(st);
       },
       py::arg("device"), py::arg("copies"),
-      "cudaDeviceSynchronize on `device`, then every (dst, src, nbytes) copied (cudaMemcpyDefault), complete\n"
-      "on return: one call to stage a graph's inputs");
+      "cudaDeviceSynchronize on `device`, then every (dst, src, nbytes, src_device) copied, complete on\n"
+      "return: one call to stage a graph's inputs. dst: device memory of `device`; src_device: the device of\n"
+      "src, -1 for host memory (sources on `device` go as one kernel, the others by cudaMemcpyAsync)");
   m.def(
       "pointer_device",
       [](uintptr_t ptr) {

@@ -264,3 +264,32 @@ def test_device_buffer_stream_and_copies():
     torch.testing.assert_close(host, src.cpu(), rtol=0, atol=0)
     assert _C.pointer_device(host.data_ptr()) == -1
     _C.device_synchronize(0)
+
+
+def test_stage_copies_mixed_sources():
+    """OrtModel's input staging: device sources (one batched kernel per 8 copies, so 9 of them
+    take two launches; unaligned ends and odd sizes; one copy large enough to loop grid-stride)
+    and host sources (cudaMemcpyAsync) in one call: every byte lands, nothing past a span is
+    touched."""
+    gen = torch.Generator(device="cuda:0")
+    gen.manual_seed(7)
+    sizes = [1, 15, 16, 17, 1000, 4096, 12345, 3, 64, 5 << 20, 4 << 20, 33]  # bytes
+    offsets = [0, 1, 0, 3, 8, 0, 5, 2, 0, 0, 16, 7]  # unaligned src / dst starts
+    keep, dsts, copies, expect = [], [], [], []
+    for i, (n, off) in enumerate(zip(sizes, offsets)):
+        src = torch.randint(1, 255, (n + off,), generator=gen, device="cuda:0", dtype=torch.uint8)
+        dst = torch.zeros(n + 2 * off + 8, device="cuda:0", dtype=torch.uint8)  # 0: never a source byte
+        if i % 4 == 3:  # host source (pageable)
+            src = src.cpu()
+        copies.append((dst.data_ptr() + off, src.data_ptr() + off, n, -1 if i % 4 == 3 else 0))
+        keep.append(src)  # the copies hold raw addresses: the sources must outlive them
+        dsts.append((dst, off, n))
+        expect.append(src[off:off + n].to("cuda:0"))
+    assert sum(c[3] == 0 for c in copies) > 8
+    torch.cuda.synchronize()
+    _C.stage_copies(0, copies)
+    for (dst, off, n), want in zip(dsts, expect):
+        assert torch.equal(dst[off:off + n], want)
+        assert int(dst[:off].count_nonzero()) == 0 and int(dst[off + n:].count_nonzero()) == 0
+    with pytest.raises(RuntimeError, match="null pointer"):
+        _C.stage_copies(0, [(0, expect[0].data_ptr(), 1, 0)])
