@@ -367,3 +367,32 @@ class FastGelu(OpRun):
 
 
 OPS = OPS + (BiasGelu, FastGelu)
+
+
+# ---------------------------------------------------------------------------
+# EmbedLayerNorm (plugins/norm/embed_op.h; the rewriter's embed_layer_norm rule, target="ort")
+# ---------------------------------------------------------------------------
+def embed_layer_norm_reference(ids, word, position, gamma, segment_ids=None, segment=None, beta=None,
+                               position_ids=None, *, epsilon=1e-5) -> np.ndarray:
+    """LayerNorm(word[ids] + position[positions] (+ segment[segment_ids])) * gamma (+ beta), float64;
+    positions 0..S-1 without position_ids; negative indices count from the end (ONNX Gather)."""
+    ids = np.asarray(ids, np.int64)
+    seq = ids.shape[1]
+    e = np.asarray(word, np.float64)[ids]
+    pos = np.broadcast_to(np.arange(seq) if position_ids is None else np.asarray(position_ids, np.int64), ids.shape)
+    e = e + np.asarray(position, np.float64)[pos]
+    if segment_ids is not None:
+        e = e + np.asarray(segment, np.float64)[np.asarray(segment_ids, np.int64)]
+    return norm_reference(e, gamma, beta, epsilon=epsilon)["Y"].astype(np.asarray(word).dtype)
+
+
+class EmbedLayerNorm(OpRun):
+    op_domain = DOMAIN
+
+    def _run(self, input_ids, segment_ids=None, word_embedding=None, position_embedding=None,
+             segment_embedding=None, gamma=None, beta=None, position_ids=None, epsilon=1e-5):
+        return (embed_layer_norm_reference(input_ids, word_embedding, position_embedding, gamma, segment_ids,
+                                           segment_embedding, beta, position_ids, epsilon=epsilon),)
+
+
+OPS = OPS + (EmbedLayerNorm,)

@@ -163,7 +163,7 @@ def test_targets_and_ops_selection():
     with pytest.raises(RewriteError, match="unknown target 'tensorrt'"):
         rewrite(m, target="tensorrt")
     text = rewrite(m, target="ort").report.to_text().splitlines()[0]
-    assert text.startswith("trt_fastops rewrite (LayerNorm, SkipLayerNorm, RMSNorm, Attention, BiasGelu, Dense; "
+    assert text.startswith("trt_fastops rewrite (LayerNorm, SkipLayerNorm, RMSNorm, Attention, BiasGelu, Dense, EmbedLayerNorm; "
                            "target=ort)")
     assert rewrite(m, target="ort").report.to_dict()["target"] == "ort"
 

@@ -26,13 +26,14 @@ EXAMPLES = textwrap.dedent("""\
 ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Attention", "Conv", "ConvTranspose")
 #: ops only --target ort emits: ONNX Runtime contrib ops (com.microsoft; one rule makes both
 #: BiasGelu for the erf GELU and FastGelu for the tanh one, so either name selects it) and our
-#: Dense (MatMul + bias in one GEMM), which has no TensorRT plugin
-ORT_OPS = ("BiasGelu", "FastGelu", "Dense")
+#: Dense (MatMul + bias in one GEMM) and EmbedLayerNorm (BERT's embedding lookups + their layer
+#: norm in one kernel), which have no TensorRT plugin
+ORT_OPS = ("BiasGelu", "FastGelu", "Dense", "EmbedLayerNorm")
 TARGETS = ("portable", "ort")
 TARGET_HELP = ("portable (default): standard ONNX + trt_fastops ops only, so the file runs in ONNX Runtime "
                "and TensorRT; ort: ONNX Runtime only, may also use its contrib ops (Linear bias + GELU -> "
-               "com.microsoft.BiasGelu / FastGelu), Dense (MatMul + bias in one GEMM) and packed Q/K/V "
-               "projections, the faster choice for ONNX Runtime")
+               "com.microsoft.BiasGelu / FastGelu), Dense (MatMul + bias in one GEMM), EmbedLayerNorm (BERT's "
+               "embedding in one kernel) and packed Q/K/V projections, the faster choice for ONNX Runtime")
 
 
 def _cmd_info(args) -> int:

@@ -1,5 +1,6 @@
-// Device code for the layer-norm family (LayerNorm, SkipLayerNorm, RMSNorm).
-// Per-row math: see plugins/norm/norm.h. Four kernels, all float32 math:
+// Device code for the layer-norm family (LayerNorm, SkipLayerNorm, RMSNorm,
+// EmbedLayerNorm). Per-row math: see plugins/norm/norm.h and embed.h. Five
+// kernels, all float32 math:
 //
 //   norm_warp_kernel     one warp per row, WARPS rows per CTA, ITEMS 16-byte vectors
 //                        per lane in registers, shuffle reductions only (short rows).
@@ -12,6 +13,8 @@
 //   norm_generic_kernel  one CTA per row, scalar loads (any alignment, any cols);
 //                        the row is cached as float in dynamic shared memory when
 //                        CACHE, else re-read from global memory on every pass.
+//   embed_norm_kernel    EmbedLayerNorm: the generic kernel's row body over rows
+//                        gathered from embedding tables by index.
 //
 // Optional inputs/outputs and the norm kind are runtime branches on values that
 // are uniform across the CTA, so they never diverge and never multiply the
@@ -435,13 +438,14 @@ struct GenericRow {
   }
 };
 
+// One row of path C, its inputs read through `in`: the body of norm_generic_kernel and of
+// embed_norm_kernel (whose rows are gathered by index). `row` indexes y / sum_out / the
+// statistics; row_cache holds cols floats when CACHE.
 template <typename T, int BLOCK, bool CACHE>
-__global__ void __launch_bounds__(BLOCK, norm_min_blocks(BLOCK, 64)) norm_generic_kernel(const NormArgs<T> a) {
+__device__ __forceinline__ void generic_row(const NormArgs<T>& a, int64_t row, const GenericRow<T>& in,
+                                            float* row_cache, float (*scratch)[BLOCK / kWarpSize], int& phase) {
   constexpr int UNROLL = 16 / sizeof(T);  // 4 floats, 8 halves (H100 sweep: best of 4, 8, 16)
   constexpr int STEP = BLOCK * UNROLL;
-  extern __shared__ float row_cache[];  // [cols] when CACHE
-  __shared__ float scratch[2][BLOCK / kWarpSize];
-  int phase = 0;
   auto reduce = [&](float v) {
     const float r = block_all_reduce_sum<BLOCK>(v, scratch[phase]);
     phase ^= 1;
@@ -449,85 +453,145 @@ __global__ void __launch_bounds__(BLOCK, norm_min_blocks(BLOCK, 64)) norm_generi
   };
   const int64_t cols = a.cols;
   const int tid = threadIdx.x;
+  const int64_t base = row * cols;
+  // s for columns c0 + k * BLOCK, k < UNROLL (0 past the row end).
+  auto load_step = [&](int64_t c0, float (&v)[UNROLL]) {
+    const int64_t left = cols - c0;
+#pragma unroll
+    for (int k = 0; k < UNROLL; ++k) v[k] = k * BLOCK < left ? in.load_sum(c0 + k * BLOCK) : 0.f;
+  };
 
+  // Pass 1: s = x + skip + bias; cache it; sum it (LayerNorm).
+  float mean = 0.f;
+  if (CACHE || !a.rms) {
+    float t = 0.f;
+    for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
+      float v[UNROLL];
+      load_step(c0, v);
+      const int64_t left = cols - c0;
+#pragma unroll
+      for (int k = 0; k < UNROLL; ++k) {
+        if (CACHE && k * BLOCK < left) row_cache[c0 + k * BLOCK] = v[k];
+        t += v[k];
+      }
+    }
+    if (!a.rms) mean = reduce(t) * a.inv_cols;
+  }
+
+  // s again for passes 2 and 3: from the cache, or re-read from global memory.
+  auto reload_step = [&](int64_t c0, float (&v)[UNROLL]) {
+    if constexpr (CACHE) {
+      const int64_t left = cols - c0;
+#pragma unroll
+      for (int k = 0; k < UNROLL; ++k) v[k] = k * BLOCK < left ? row_cache[c0 + k * BLOCK] : 0.f;
+    } else {
+      load_step(c0, v);
+    }
+  };
+
+  // Pass 2: sum of squared deviations.
+  float q = 0.f;
+  for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
+    float v[UNROLL];
+    reload_step(c0, v);
+    const int64_t left = cols - c0;
+#pragma unroll
+    for (int k = 0; k < UNROLL; ++k) {
+      const float d = k * BLOCK < left ? v[k] - mean : 0.f;
+      q += d * d;
+    }
+  }
+  const float rstd = rsqrtf(reduce(q) * a.inv_cols + a.epsilon);
+  if (tid == 0) {
+    if (a.mean_out != nullptr) a.mean_out[row] = mean;
+    if (a.rstd_out != nullptr) a.rstd_out[row] = rstd;
+  }
+
+  // Pass 3: outputs.
+  const float g0 = a.gamma_scalar ? to_float(a.gamma[0]) : 0.f;
+  const float b0 = (a.beta != nullptr && a.beta_scalar) ? to_float(a.beta[0]) : 0.f;
+  const bool beta_vector = a.beta != nullptr && !a.beta_scalar;
+  T* y = a.y + base;
+  T* sum_out = a.sum_out != nullptr ? a.sum_out + base : nullptr;
+  for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
+    float v[UNROLL];
+    reload_step(c0, v);
+    const int64_t left = cols - c0;
+#pragma unroll
+    for (int k = 0; k < UNROLL; ++k) {
+      if (k * BLOCK >= left) continue;
+      const int64_t c = c0 + k * BLOCK;
+      const float g = a.gamma_scalar ? g0 : to_float(__ldg(a.gamma + c));
+      const float b = beta_vector ? to_float(__ldg(a.beta + c)) : b0;
+      if (sum_out != nullptr) sum_out[c] = from_float<T>(v[k]);
+      y[c] = from_float<T>((v[k] - mean) * rstd * g + b);
+    }
+  }
+}
+
+template <typename T, int BLOCK, bool CACHE>
+__global__ void __launch_bounds__(BLOCK, norm_min_blocks(BLOCK, 64)) norm_generic_kernel(const NormArgs<T> a) {
+  extern __shared__ float row_cache[];  // [cols] when CACHE
+  __shared__ float scratch[2][BLOCK / kWarpSize];
+  int phase = 0;
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-    const int64_t base = row * cols;
-    const GenericRow<T> in{a.x + base,
-                           a.skip != nullptr ? a.skip + (row % a.skip_rows) * cols : nullptr,
+    const GenericRow<T> in{a.x + row * a.cols, a.skip != nullptr ? a.skip + (row % a.skip_rows) * a.cols : nullptr,
                            a.bias};
-    // s for columns c0 + k * BLOCK, k < UNROLL (0 past the row end).
-    auto load_step = [&](int64_t c0, float (&v)[UNROLL]) {
-      const int64_t left = cols - c0;
-#pragma unroll
-      for (int k = 0; k < UNROLL; ++k) v[k] = k * BLOCK < left ? in.load_sum(c0 + k * BLOCK) : 0.f;
-    };
+    generic_row<T, BLOCK, CACHE>(a, row, in, row_cache, scratch, phase);
+  }
+}
 
-    // Pass 1: s = x + skip + bias; cache it; sum it (LayerNorm).
-    float mean = 0.f;
-    if (CACHE || !a.rms) {
-      float t = 0.f;
-      for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
-        float v[UNROLL];
-        load_step(c0, v);
-        const int64_t left = cols - c0;
-#pragma unroll
-        for (int k = 0; k < UNROLL; ++k) {
-          if (CACHE && k * BLOCK < left) row_cache[c0 + k * BLOCK] = v[k];
-          t += v[k];
-        }
-      }
-      if (!a.rms) mean = reduce(t) * a.inv_cols;
-    }
+// ---------------------------------------------------------------------------
+// EmbedLayerNorm (embed.h): path C over rows gathered by index. Token t = (b, s) sums
+// word[ids[t]] + position[pos(t)] (+ segment[seg[t]]) through GenericRow's three row
+// pointers, then normalises it as generic_row does. Every thread reads the token's indices
+// itself (broadcast loads of one address), so an invalid index is seen by the whole CTA at
+// once and its row becomes NaN without a barrier.
 
-    // s again for passes 2 and 3: from the cache, or re-read from global memory.
-    auto reload_step = [&](int64_t c0, float (&v)[UNROLL]) {
-      if constexpr (CACHE) {
-        const int64_t left = cols - c0;
-#pragma unroll
-        for (int k = 0; k < UNROLL; ++k) v[k] = k * BLOCK < left ? row_cache[c0 + k * BLOCK] : 0.f;
-      } else {
-        load_step(c0, v);
-      }
-    };
+struct EmbedIndices {
+  const void* ids;
+  const void* segment_ids;   // null: no segment
+  const void* position_ids;  // null: position = s
+  bool ids64, segment64, position64;
+  int64_t seq;                 // S: token t sits at s = t % S
+  int64_t position_id_rows;    // 1 (broadcast over the batch) or the batch
+  int64_t word_rows, position_rows, segment_rows;  // rows of each table
+};
 
-    // Pass 2: sum of squared deviations.
-    float q = 0.f;
-    for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
-      float v[UNROLL];
-      reload_step(c0, v);
-      const int64_t left = cols - c0;
-#pragma unroll
-      for (int k = 0; k < UNROLL; ++k) {
-        const float d = k * BLOCK < left ? v[k] - mean : 0.f;
-        q += d * d;
-      }
-    }
-    const float rstd = rsqrtf(reduce(q) * a.inv_cols + a.epsilon);
-    if (tid == 0) {
-      if (a.mean_out != nullptr) a.mean_out[row] = mean;
-      if (a.rstd_out != nullptr) a.rstd_out[row] = rstd;
-    }
+__device__ __forceinline__ int64_t load_index(const void* p, bool is64, int64_t i) {
+  return is64 ? __ldg(static_cast<const long long*>(p) + i) : int64_t(__ldg(static_cast<const int*>(p) + i));
+}
 
-    // Pass 3: outputs.
-    const float g0 = a.gamma_scalar ? to_float(a.gamma[0]) : 0.f;
-    const float b0 = (a.beta != nullptr && a.beta_scalar) ? to_float(a.beta[0]) : 0.f;
-    const bool beta_vector = a.beta != nullptr && !a.beta_scalar;
-    T* y = a.y + base;
-    T* sum_out = a.sum_out != nullptr ? a.sum_out + base : nullptr;
-    for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
-      float v[UNROLL];
-      reload_step(c0, v);
-      const int64_t left = cols - c0;
-#pragma unroll
-      for (int k = 0; k < UNROLL; ++k) {
-        if (k * BLOCK >= left) continue;
-        const int64_t c = c0 + k * BLOCK;
-        const float g = a.gamma_scalar ? g0 : to_float(__ldg(a.gamma + c));
-        const float b = beta_vector ? to_float(__ldg(a.beta + c)) : b0;
-        if (sum_out != nullptr) sum_out[c] = from_float<T>(v[k]);
-        y[c] = from_float<T>((v[k] - mean) * rstd * g + b);
-      }
+// ONNX Gather's reading of an index into `rows` rows (negative counts from the end); -1 if out of range.
+__device__ __forceinline__ int64_t table_row(int64_t i, int64_t rows) {
+  if (i < 0) i += rows;
+  return (i >= 0 && i < rows) ? i : -1;
+}
+
+template <typename T, int BLOCK, bool CACHE>
+__global__ void __launch_bounds__(BLOCK, norm_min_blocks(BLOCK, 64))
+    embed_norm_kernel(const NormArgs<T> a, const T* word, const T* position, const T* segment,
+                      const EmbedIndices ix) {
+  extern __shared__ float row_cache[];  // [cols] when CACHE
+  __shared__ float scratch[2][BLOCK / kWarpSize];
+  int phase = 0;
+  for (int64_t t = blockIdx.x; t < a.rows; t += gridDim.x) {
+    const int64_t s = t % ix.seq;
+    const int64_t w = table_row(load_index(ix.ids, ix.ids64, t), ix.word_rows);
+    const int64_t p =
+        ix.position_ids == nullptr
+            ? table_row(s, ix.position_rows)
+            : table_row(load_index(ix.position_ids, ix.position64, ix.position_id_rows == 1 ? s : t),
+                        ix.position_rows);
+    const int64_t g = ix.segment_ids == nullptr ? 0 : table_row(load_index(ix.segment_ids, ix.segment64, t),
+                                                                 ix.segment_rows);
+    if (w < 0 || p < 0 || g < 0) {  // uniform over the CTA: the row says so loudly
+      for (int64_t c = threadIdx.x; c < a.cols; c += BLOCK) a.y[t * a.cols + c] = from_float<T>(__int_as_float(0x7fc00000));
+      continue;
     }
+    const GenericRow<T> in{word + w * a.cols, position + p * a.cols,
+                           ix.segment_ids != nullptr ? segment + g * a.cols : nullptr};
+    generic_row<T, BLOCK, CACHE>(a, t, in, row_cache, scratch, phase);
   }
 }
 

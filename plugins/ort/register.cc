@@ -17,6 +17,7 @@
 #include "plugins/ort/attention_ort_op.h"
 #include "plugins/ort/conv_ort_op.h"
 #include "plugins/ort/dense_ort_op.h"
+#include "plugins/ort/embed_ort_op.h"
 #include "plugins/ort/norm_ort_op.h"
 #include "plugins/ort/ort_helpers.h"
 #include "plugins/ort/ort_op.h"
@@ -32,6 +33,7 @@ struct Registry {
   std::vector<std::unique_ptr<ConvCustomOp>> conv_ops;
   std::vector<std::unique_ptr<AttentionCustomOp>> attention_ops;
   std::vector<std::unique_ptr<DenseCustomOp>> dense_ops;
+  std::vector<std::unique_ptr<EmbedCustomOp>> embed_ops;
 };
 
 std::mutex g_mutex;
@@ -51,6 +53,9 @@ OrtStatus* build_registry(const OrtApi* a, Registry* reg) {
                                  attention_x_types(cuda)))
       return st;
     if (OrtStatus* st = add_op_registrations(a, reg->domain, dense::DenseOp::dense, cuda, &reg->dense_ops)) return st;
+    if (OrtStatus* st =
+            add_op_registrations(a, reg->domain, norm::EmbedOp::embed_layer_norm, cuda, &reg->embed_ops))
+      return st;
   }
   return nullptr;
 }

@@ -5,6 +5,8 @@
 //                   skip=..., beta=..., mean_out=..., epsilon=1e-5, stream=s)
 //   _C.norm_kernel_name(<same arguments>)  -> "norm_block<float16,vec8,items4,block256>"
 //   _C.norm_set_path("row")                 -> "auto" (the previous setting)
+//   _C.embed_norm_forward("float16", ids_ptr, word_ptr, position_ptr, gamma_ptr, y_ptr, batch, seq,
+//                         hidden, word_rows, position_rows, segment_ids=..., stream=s)
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -12,6 +14,7 @@
 #include <pybind11/pybind11.h>
 
 #include "plugins/common/cuda_status.h"
+#include "plugins/norm/embed.h"
 #include "plugins/norm/norm.h"
 
 namespace py = pybind11;
@@ -110,6 +113,51 @@ std::string norm_set_path(const std::string& path) {
                         path + "'");
 }
 
+norm::IndexType parse_index(const std::string& type, const char* what) {
+  if (type == "int64") return norm::IndexType::i64;
+  if (type == "int32") return norm::IndexType::i32;
+  throw py::value_error(std::string("embed_norm_forward: ") + what + " must be 'int32' or 'int64', got '" + type + "'");
+}
+
+void embed_norm_forward(const std::string& dtype, uintptr_t ids, uintptr_t word, uintptr_t position,
+                        uintptr_t gamma, uintptr_t y, int64_t batch, int64_t seq, int64_t hidden, int64_t word_rows,
+                        int64_t position_rows, const std::string& ids_type, uintptr_t segment_ids,
+                        uintptr_t segment, int64_t segment_rows, const std::string& segment_type,
+                        uintptr_t position_ids, int64_t position_id_rows, const std::string& position_type,
+                        uintptr_t beta, double epsilon, uintptr_t stream) {
+  norm::EmbedParams p;
+  p.dtype = parse_dtype(dtype);
+  p.ids = as_ptr<const void>(ids);
+  p.ids_type = parse_index(ids_type, "ids_type");
+  p.segment_ids = as_ptr<const void>(segment_ids);
+  p.segment_type = parse_index(segment_type, "segment_type");
+  p.position_ids = as_ptr<const void>(position_ids);
+  p.position_type = parse_index(position_type, "position_type");
+  p.word = as_ptr<const void>(word);
+  p.position = as_ptr<const void>(position);
+  p.segment = as_ptr<const void>(segment);
+  p.gamma = as_ptr<const void>(gamma);
+  p.beta = as_ptr<const void>(beta);
+  p.y = as_ptr<void>(y);
+  p.batch = batch;
+  p.seq = seq;
+  p.hidden = hidden;
+  p.word_rows = word_rows;
+  p.position_rows = position_rows;
+  p.segment_rows = segment_rows;
+  p.position_id_rows = position_id_rows;
+  p.epsilon = static_cast<float>(epsilon);
+  cudaError_t err;
+  {
+    py::gil_scoped_release release;
+    err = norm::launch_embed_norm(p, reinterpret_cast<cudaStream_t>(stream));
+  }
+  if (err == cudaSuccess) return;
+  const std::string what = "launch_embed_norm(dtype=" + dtype + ", batch=" + std::to_string(batch) +
+                           ", seq=" + std::to_string(seq) + ", hidden=" + std::to_string(hidden) + ")";
+  throw std::runtime_error(cuda_status(err, what.c_str()).message());
+}
+
 }  // namespace
 
 void register_norm_bindings(py::module_& m) {
@@ -133,6 +181,17 @@ void register_norm_bindings(py::module_& m) {
         py::arg("gamma_scalar") = false, py::arg("beta_scalar") = false, py::arg("sum_out") = 0,
         py::arg("mean_out") = 0, py::arg("rstd_out") = 0, py::arg("epsilon") = 1e-5,
         py::arg("stream") = 0);
+  m.def("embed_norm_forward", &embed_norm_forward,
+        "Enqueue EmbedLayerNorm (plugins/norm/embed.h: Y = LayerNorm(word[ids] + position[pos] + segment[seg])\n"
+        "* gamma + beta) on `stream` for raw device pointers (ints; 0 = absent). A token with an index out of\n"
+        "range gets a row of NaN. Raises RuntimeError with the CUDA error (cudaErrorInvalidValue for\n"
+        "inconsistent arguments), ValueError for an unknown dtype or index type. Never synchronises.",
+        py::arg("dtype"), py::arg("ids"), py::arg("word"), py::arg("position"), py::arg("gamma"), py::arg("y"),
+        py::arg("batch"), py::arg("seq"), py::arg("hidden"), py::arg("word_rows"), py::arg("position_rows"),
+        py::kw_only(), py::arg("ids_type") = "int64", py::arg("segment_ids") = 0, py::arg("segment") = 0,
+        py::arg("segment_rows") = 0, py::arg("segment_type") = "int64", py::arg("position_ids") = 0,
+        py::arg("position_id_rows") = 1, py::arg("position_type") = "int64", py::arg("beta") = 0,
+        py::arg("epsilon") = 1e-5, py::arg("stream") = 0);
   m.def("norm_set_path", &norm_set_path,
         "Benchmark / test hook, process-wide from now on (every caller of the norm launcher: ops,\n"
         "ORT op, TensorRT plugin): which kernel path norm_forward and norm_kernel_name take.\n"

@@ -6,7 +6,8 @@
     print(result.report.to_text())             # every rewrite and every refusal
     rewrite_file("in.onnx", "out.onnx", report_path="report.json")   # external data stays external
     rewrite(model, conv="fallback")            # also convolutions (see conv.py for the policies)
-    rewrite(model, target="ort")               # ONNX Runtime only: also BiasGelu / FastGelu, Dense, packed QKV
+    rewrite(model, target="ort")               # ONNX Runtime only: also BiasGelu / FastGelu, Dense, packed QKV,
+                                               # EmbedLayerNorm
 
 Rules (one per module, each an onnxscript RewriteRuleClassBase with pattern / check / rewrite):
 layer_norm, layer_norm_decomposed -> LayerNorm; skip_layer_norm -> SkipLayerNorm;
@@ -16,7 +17,9 @@ attention_mha (com.microsoft MultiHeadAttention) -> Attention; conv -> Conv, con
 ConvTranspose (each with a folded activation when one follows); bias_gelu -> ONNX Runtime's
 com.microsoft BiasGelu / FastGelu, packed_qkv -> one Q/K/V MatMul feeding Attention(packed_qkv=1),
 dense -> Dense (MatMul + bias in one cuBLASLt GEMM), dense_gelu -> Dense(activation="gelu") for
-MatMul + bias + exact GELU (before bias_gelu) (these four for target "ort" only). The
+MatMul + bias + exact GELU (before bias_gelu), embed_layer_norm -> EmbedLayerNorm for BERT's
+embedding (three Gathers of token, type and position 0..S-1 rows, their sum and its
+SkipLayerNorm) (these five for target "ort" only). The
 norm and conv rules run first (largest patterns first), then the skip fusions, then bias_gelu,
 packed_qkv and dense, with dead-code removal after each pass.
 
@@ -47,7 +50,7 @@ import onnx_ir.passes.common as ir_passes
 from onnxscript.rewriter import RULE_NAME_TAG
 from onnxscript.rewriter import pattern as orp
 
-from . import attention, attention_decomposed, attention_mha, bias_gelu
+from . import attention, attention_decomposed, attention_mha, bias_gelu, embed_layer_norm
 from . import conv as conv_rules
 from . import (conv_transpose, dense, dense_gelu, layer_norm, layer_norm_decomposed, packed_qkv, rms_norm,
                rms_norm_decomposed, skip_layer_norm, skip_rms_norm)
@@ -62,9 +65,9 @@ ALL_OPS = ("LayerNorm", "SkipLayerNorm", "RMSNorm", "Attention", "Conv", "ConvTr
 CONV_OPS = ("Conv", "ConvTranspose")
 CONV_POLICIES = conv_rules.POLICIES
 #: ops only the "ort" target emits: ONNX Runtime contrib ops (domain com.microsoft; "BiasGelu"
-#: names the bias_gelu rule, which emits FastGelu for the tanh forms) and our Dense, which has no
-#: TensorRT plugin
-ORT_OPS = ("BiasGelu", "Dense")
+#: names the bias_gelu rule, which emits FastGelu for the tanh forms) and our Dense and
+#: EmbedLayerNorm, which have no TensorRT plugin
+ORT_OPS = ("BiasGelu", "Dense", "EmbedLayerNorm")
 #: other names accepted in `ops` (FastGelu comes from the same rule as BiasGelu)
 OP_ALIASES = {"FastGelu": "BiasGelu"}
 TARGETS = ("portable", "ort")
@@ -81,6 +84,7 @@ _MODULES = {
     "ConvTranspose": (conv_transpose,),
     "BiasGelu": (bias_gelu,),
     "Dense": (dense_gelu, dense),
+    "EmbedLayerNorm": (embed_layer_norm,),
 }
 
 
