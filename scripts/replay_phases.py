@@ -8,6 +8,8 @@ without the profiler, the phases of a replay for each variant:
     run      OrtModel.run + synchronise (as bench_models times it: copy_outputs=False)
     stage    the input staging alone (one native call: wait, three copies, wait)
     replay   the ORT call alone (run_with_iobinding with the entry's gpu_graph_id) + synchronise
+    feeds    normalising the inputs alone (Python, no GPU)
+    python   OrtModel.run with staging and ORT's call stubbed out (Python, no GPU)
 
 and then, under torch.profiler, the replay's GPU span and its launch -> first kernel latency
 (as profile_models --graphs does). replay - span is what ORT and the driver add around the GPU
@@ -206,6 +208,21 @@ def measure(runner, feeds, env, reps: int, stream=None) -> dict:
     out = {"run": _times_us(lambda: runner.run(feeds), env.sync, reps),
            "stage": _times_us(lambda: runner._stage_inputs(entry, staged), env.sync, reps),
            "replay": _times_us(lambda: replay.run(None), env.sync, reps)}
+    # Python alone: feed normalisation, and a whole run with staging and ORT's call stubbed out.
+    out["feeds"] = _times_us(lambda: _normalize_feeds(feeds, runner.input_names, "x", need_ortvalue=False),
+                             lambda: None, reps)
+    real_stage, real_session = runner._stage_inputs, runner._session
+
+    class _NoReplay:
+        def run_with_iobinding(self, *_):
+            pass
+
+    runner._stage_inputs = lambda *_: None
+    runner._session = _NoReplay()
+    try:
+        out["python"] = _times_us(lambda: runner.run(feeds), lambda: None, reps)
+    finally:
+        runner._stage_inputs, runner._session = real_stage, real_session
     if stream is not None:
         from trt_fastops import _C
 
@@ -285,7 +302,7 @@ def main() -> int:
     for case in cases:
         rows += run_case(case, args.variants, env, args.reps, errors)
     head = (f"{'case':18s} {'variant':11s} {'run':>7s} {'stage':>7s} {'replay':>7s} {'span':>7s} "
-            f"{'rep-span':>8s} {'->GPU':>7s} {'nodes':>6s} {'on_stream':>9s}")
+            f"{'rep-span':>8s} {'->GPU':>7s} {'nodes':>6s} {'feeds':>6s} {'python':>6s} {'on_stream':>9s}")
     lines = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
@@ -293,7 +310,8 @@ def main() -> int:
             continue
         lines.append(f"{r['case']:18s} {r['variant']:11s} {r['run']['us']:7.1f} {r['stage']['us']:7.1f} "
                      f"{r['replay']['us']:7.1f} {r['span_us'] or 0:7.1f} {r['replay_minus_span_us']:8.1f} "
-                     f"{r['launch_to_gpu_us'] or 0:7.1f} {r['activities'] or 0:6g} "
+                     f"{r['launch_to_gpu_us'] or 0:7.1f} {r['activities'] or 0:6g} {r['feeds']['us']:6.1f} "
+                     f"{r['python']['us']:6.1f} "
                      f"{r['on_stream']['us'] if 'on_stream' in r else float('nan'):9.1f}")
     doc = {"benchmark": "replay_phases", "gpu": torch.cuda.get_device_name(0),
            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
