@@ -1,7 +1,6 @@
 #include "plugins/ort/attention_ort_op.h"
 
 #include <algorithm>
-#include <atomic>
 #include <string>
 #include <utility>
 #include <vector>
@@ -209,7 +208,6 @@ Status AttentionFamily::infer_shapes(Op op, OrtShapeInferContext* ctx) {
   // Y's dims that are Q's dims: 4-D [B, Hq, Sq, Dv] <- Q dims 0, 1, 2; 3-D [B, Sq, Hq * Dv] <- Q dims 0, 1.
   const size_t from_q = shapes.rank == 4 ? 3 : 2;
   const bool q_is_rank = desc_at(inputs, at::ATTN_Q).rank_known && q_symbols.size() == size_t(shapes.rank);
-  static std::atomic<uint64_t> next_symbol{0};
   std::vector<std::string> fresh(shapes.y_dims.size());
   std::vector<const char*> names(shapes.y_dims.size(), "");
   for (size_t i = 0; i < shapes.y_dims.size(); ++i) {
@@ -218,7 +216,7 @@ Status AttentionFamily::infer_shapes(Op op, OrtShapeInferContext* ctx) {
       names[i] = q_symbols[i].c_str();
       continue;
     }
-    fresh[i] = str_cat("trt_fastops_unk_", next_symbol.fetch_add(1, std::memory_order_relaxed));
+    fresh[i] = fresh_dim_symbol();
     names[i] = fresh[i].c_str();
   }
   return set_shape_infer_output(ctx, size_t(at::ATTN_Y), shapes.dtype, shapes.y_dims, names);

@@ -1,7 +1,6 @@
 #include "plugins/ort/conv_ort_op.h"
 
 #include <algorithm>
-#include <atomic>
 #include <string>
 #include <vector>
 
@@ -202,7 +201,6 @@ Status ConvFamily::infer_shapes(Op op, OrtShapeInferContext* ctx) {
 
   // An unknown dim needs a symbol: with an empty one ORT would record the value -1.
   // Fresh names ("trt_fastops_unk_17") say "unknown, unrelated to any other dim".
-  static std::atomic<uint64_t> next_symbol{0};
   std::vector<std::string> fresh(shapes.y_dims.size());
   std::vector<const char*> names(shapes.y_dims.size(), "");
   for (size_t i = 0; i < shapes.y_dims.size(); ++i) {
@@ -211,7 +209,7 @@ Status ConvFamily::infer_shapes(Op op, OrtShapeInferContext* ctx) {
       names[i] = n_symbol.c_str();
       continue;
     }
-    fresh[i] = str_cat("trt_fastops_unk_", next_symbol.fetch_add(1, std::memory_order_relaxed));
+    fresh[i] = fresh_dim_symbol();
     names[i] = fresh[i].c_str();
   }
   return set_shape_infer_output(ctx, size_t(sig.y), shapes.dtype, shapes.y_dims, names);

@@ -1,7 +1,6 @@
 #include "plugins/ort/dense_ort_op.h"
 
 #include <algorithm>
-#include <atomic>
 #include <string>
 #include <vector>
 
@@ -135,7 +134,6 @@ Status DenseFamily::infer_shapes(Op op, OrtShapeInferContext* ctx) {
   TRT_FASTOPS_RETURN_IF_ERROR(dense::infer_dense(inputs, &shapes));
   if (shapes.y_dims.empty()) return Status::ok();  // X's rank unknown: nothing to say
 
-  static std::atomic<uint64_t> next_symbol{0};
   const size_t last = shapes.y_dims.size() - 1;
   std::vector<std::string> fresh(shapes.y_dims.size());
   std::vector<const char*> names(shapes.y_dims.size(), "");
@@ -145,7 +143,7 @@ Status DenseFamily::infer_shapes(Op op, OrtShapeInferContext* ctx) {
       names[i] = x_symbols[i].c_str();
       continue;
     }
-    fresh[i] = str_cat("trt_fastops_unk_", next_symbol.fetch_add(1, std::memory_order_relaxed));
+    fresh[i] = fresh_dim_symbol();
     names[i] = fresh[i].c_str();
   }
   return set_shape_infer_output(ctx, size_t(sig.y), shapes.dtype, shapes.y_dims, names);

@@ -122,7 +122,7 @@ Status EmbedFamily::infer_shapes(Op op, OrtShapeInferContext* ctx) {
     if (i < 2 && i < ids_symbols.size() && !ids_symbols[i].empty()) {
       names[i] = ids_symbols[i].c_str();
     } else {
-      fresh[i] = str_cat("trt_fastops_embed_", i == 2 ? "hidden" : i == 0 ? "batch" : "sequence");
+      fresh[i] = fresh_dim_symbol();
       names[i] = fresh[i].c_str();
     }
   }

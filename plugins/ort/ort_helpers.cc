@@ -261,6 +261,11 @@ Status shape_infer_inputs(OrtShapeInferContext* ctx, size_t max_inputs, int x, s
   return Status::ok();
 }
 
+std::string fresh_dim_symbol() {
+  static std::atomic<uint64_t> next{0};
+  return str_cat("trt_fastops_unk_", next.fetch_add(1, std::memory_order_relaxed));
+}
+
 Status set_shape_infer_output(OrtShapeInferContext* ctx, size_t index, DType dtype, const std::vector<int64_t>& dims,
                               const std::vector<const char*>& names) {
   const OrtApi* a = api();

@@ -72,6 +72,10 @@ Status context_output(OrtKernelContext* ctx, size_t index, const std::vector<int
 // symbolic names of input x's dims ("" where none; empty when X's rank is unknown).
 Status shape_infer_inputs(OrtShapeInferContext* ctx, size_t max_inputs, int x, std::vector<TensorDesc>* descs,
                           std::vector<std::string>* x_symbols);
+// Shape inference: a new symbolic dim name ("trt_fastops_unk_17") for an output dim that is
+// unknown and unrelated to any other dim. One counter for every op: ORT equates dims that share
+// a symbol, so two ops' counters must not both hand out "trt_fastops_unk_0".
+std::string fresh_dim_symbol();
 // Shape inference: output `index` gets dtype and dims; names[i] is dim i's
 // symbol ("" for a known dim; ORT records an unnamed unknown dim as -1).
 Status set_shape_infer_output(OrtShapeInferContext* ctx, size_t index, DType dtype, const std::vector<int64_t>& dims,
