@@ -36,9 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -171,18 +169,11 @@ PATCHES = {"ours_range": patch_range, "ours_embed": patch_embed}
 
 
 def _times_us(call, sync, reps: int) -> dict:
-    for _ in range(20):
-        call()
-        sync()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        call()
-        sync()
-        ts.append((time.perf_counter() - t0) * 1e6)
-    ts.sort()
-    return {"us": round(statistics.median(ts), 1), "p10_us": round(ts[len(ts) // 10], 1),
-            "p90_us": round(ts[(9 * len(ts)) // 10], 1)}
+    """bench_models' time_calls (warm-up, then per-call wall of call + sync) for exactly `reps`
+    calls, in µs."""
+    t = BM.time_calls(call, sync, 0.0, reps, reps)
+    return {"us": round(t["ms"] * 1e3, 1), "p10_us": round(t["p10_ms"] * 1e3, 1),
+            "p90_us": round(t["p90_ms"] * 1e3, 1)}
 
 
 class _ReplayOnly:

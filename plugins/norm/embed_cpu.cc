@@ -24,6 +24,9 @@ Status check_params(const EmbedParams& p) {
     return Status::error("run_embed_cpu: segment_ids needs a segment table with rows");
   if (p.position_ids && p.position_id_rows != 1 && p.position_id_rows != p.batch)
     return Status::errorf("run_embed_cpu: position_id_rows is ", p.position_id_rows, ", expected 1 or ", p.batch);
+  if (!p.position_ids && p.seq > p.position_rows)
+    return Status::errorf("run_embed_cpu: seq ", p.seq, " exceeds position_rows ", p.position_rows,
+                          " (positions 0..seq-1 without position_ids)");
   return Status::ok();
 }
 
@@ -55,10 +58,11 @@ Status run_embed_cpu_tokens(const EmbedParams& p, int64_t begin, int64_t end) {
     const int64_t s = t % p.seq;
     int64_t w = 0, pos = 0, g = 0;
     TRT_FASTOPS_RETURN_IF_ERROR(table_row(index_at(p.ids, p.ids_type, t), p.word_rows, "input_ids", p, t, &w));
-    const int64_t pos_index =
-        p.position_ids ? index_at(p.position_ids, p.position_type, p.position_id_rows == 1 ? s : t) : s;
-    TRT_FASTOPS_RETURN_IF_ERROR(
-        table_row(pos_index, p.position_rows, p.position_ids ? "position_ids" : "position s of", p, t, &pos));
+    pos = s;  // without position_ids: in range (check_params)
+    if (p.position_ids) {
+      const int64_t index = index_at(p.position_ids, p.position_type, p.position_id_rows == 1 ? s : t);
+      TRT_FASTOPS_RETURN_IF_ERROR(table_row(index, p.position_rows, "position_ids", p, t, &pos));
+    }
     if (p.segment_ids) {
       TRT_FASTOPS_RETURN_IF_ERROR(
           table_row(index_at(p.segment_ids, p.segment_type, t), p.segment_rows, "segment_ids", p, t, &g));

@@ -1,7 +1,6 @@
 // Launcher for EmbedLayerNorm (embed.h): one CTA per token, the norm family's generic row
-// body (norm_kernels.cuh) over rows gathered by index; the row is cached in shared memory
-// when it fits the default 48 KiB, else re-read per pass. 128 threads up to 4096 columns,
-// else 512 (the generic norm path's choice). At BERT's sizes (hidden 768, 128..16384
+// body (norm_kernels.cuh) over rows gathered by index, with the generic norm path's CTA size;
+// the row is cached in shared memory when it fits the default 48 KiB, else re-read per pass. At BERT's sizes (hidden 768, 128..16384
 // tokens) this one kernel replaces three Gathers, an Add, a position-id copy and the
 // SkipLayerNorm of the exported graph (replay_phases.py, bench/NOTES-dense.md).
 #include <cstdint>
@@ -14,10 +13,6 @@
 namespace trt_fastops::norm {
 namespace {
 
-constexpr int kSmallBlock = 128;
-constexpr int kSmallMaxCols = 4096;
-constexpr int kBlock = 512;
-constexpr int64_t kMaxGrid = int64_t(1) << 16;      // CTAs; more tokens go grid-stride
 constexpr int64_t kCacheBytes = 48 * 1024 - 1024;  // default dynamic smem, less the static scratch
 
 bool params_valid(const EmbedParams& p) {
@@ -40,9 +35,9 @@ cudaError_t launch_embed_norm(const EmbedParams& p, cudaStream_t stream) {
   if (!params_valid(p)) return cudaErrorInvalidValue;
   const int64_t tokens = p.batch * p.seq;
   if (tokens == 0) return cudaSuccess;
-  const int block = p.hidden <= kSmallMaxCols ? kSmallBlock : kBlock;
+  const int block = generic_block_dim(p.hidden);
   const bool cache = p.hidden * int64_t(sizeof(float)) <= kCacheBytes;
-  const unsigned grid = static_cast<unsigned>(tokens < kMaxGrid ? tokens : kMaxGrid);
+  const unsigned grid = norm_grid_for(tokens);
   const size_t smem = cache ? size_t(p.hidden) * sizeof(float) : 0;
   EmbedIndices ix;
   ix.ids = p.ids;
@@ -71,7 +66,7 @@ cudaError_t launch_embed_norm(const EmbedParams& p, cudaStream_t stream) {
     const T* position = static_cast<const T*>(p.position);
     const T* segment = static_cast<const T*>(p.segment);
     return dispatch_bool(cache, [&](auto CACHE) {
-      return dispatch_block_dim<kSmallBlock, kBlock>(block, [&](auto BLOCK) {
+      return dispatch_block_dim<kGenericSmallBlock, kGenericBlock>(block, [&](auto BLOCK) {
         embed_norm_kernel<T, BLOCK.value, CACHE.value><<<grid, BLOCK.value, smem, stream>>>(a, word, position,
                                                                                             segment, ix);
         return cudaGetLastError();

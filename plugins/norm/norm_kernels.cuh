@@ -438,6 +438,19 @@ struct GenericRow {
   }
 };
 
+// Path C's CTA size (norm_generic_kernel and embed_norm_kernel alike): 128 threads up to 4096
+// cols (more CTAs per SM), else 512; and the grid cap (more rows go grid-stride).
+constexpr int kGenericSmallBlock = 128;
+constexpr int kGenericSmallMaxCols = 4096;
+constexpr int kGenericBlock = 512;
+constexpr int64_t kNormMaxGrid = int64_t(1) << 16;
+constexpr int generic_block_dim(int64_t cols) {
+  return cols <= kGenericSmallMaxCols ? kGenericSmallBlock : kGenericBlock;
+}
+inline unsigned norm_grid_for(int64_t ctas) {
+  return static_cast<unsigned>(ctas < kNormMaxGrid ? ctas : kNormMaxGrid);
+}
+
 // One row of path C, its inputs read through `in`: the body of norm_generic_kernel and of
 // embed_norm_kernel (whose rows are gathered by index). `row` indexes y / sum_out / the
 // statistics; row_cache holds cols floats when CACHE.

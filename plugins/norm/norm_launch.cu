@@ -66,10 +66,6 @@ constexpr int kEarlyRowsPerSm = 8;
 constexpr int kBlockItems = 4;      // vectors per thread on the block path
 constexpr int kBlockMinDim = 64;    // block path: 64..1024 threads
 constexpr int kBlockMaxDim = 1024;
-constexpr int kGenericSmallBlock = 128;  // generic path up to kGenericSmallMaxCols: more CTAs per SM
-constexpr int kGenericSmallMaxCols = 4096;
-constexpr int kGenericBlock = 512;
-constexpr int64_t kMaxGrid = int64_t(1) << 16;  // CTAs; more rows go grid-stride
 // Room left for the kernels' static shared memory when sizing the row cache.
 constexpr int kStaticSmemReserve = 1024;
 constexpr int kDefaultSmem = 48 * 1024;  // available without opting in
@@ -108,7 +104,7 @@ bool vector_ok(const NormParams& p, int vec) {
   return aligned;
 }
 
-unsigned grid_for(int64_t ctas) { return static_cast<unsigned>(ctas < kMaxGrid ? ctas : kMaxGrid); }
+unsigned grid_for(int64_t ctas) { return norm_grid_for(ctas); }
 
 Plan warp_plan(const NormParams& p, int64_t nvec, int sms, bool fit) {
   Plan plan;
@@ -144,7 +140,7 @@ Plan block_plan(const NormParams& p, int64_t nvec) {
 
 Plan generic_plan(const NormParams& p, int optin_smem) {
   Plan plan;
-  plan.block = p.cols <= kGenericSmallMaxCols ? kGenericSmallBlock : kGenericBlock;
+  plan.block = generic_block_dim(p.cols);
   plan.grid = grid_for(p.rows);
   const int64_t cache_bytes = p.cols * int64_t(sizeof(float));
   if (cache_bytes <= int64_t(optin_smem) - kStaticSmemReserve) {
