@@ -106,7 +106,7 @@ const char* dense_kernel_name(const DenseParams& p);
 // 'x' (this build has 'auto', 'fallback', 'coop_128x256', ...)"), the setting
 // unchanged.
 Status dense_set_gelu_path(const std::string& path, std::string* previous);
-// The sm_90a GEMM tiles this build carries ("coop_128x256", "pp_64x64", ...;
+// The sm_90a GEMM tiles this build carries ("coop_128x256", "ws_64x64", ...;
 // empty without an sm_90a build).
 std::vector<std::string> dense_sm90_tiles();
 

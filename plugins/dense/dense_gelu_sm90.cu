@@ -78,7 +78,7 @@ namespace {
 
 constexpr DenseSm90Tile TILE = DenseSm90Tile::TRT_FASTOPS_DENSE_SM90_TILE;
 constexpr DenseSm90TileInfo INFO = dense_sm90_tile_info(TILE);
-static_assert(!(INFO.pingpong && INFO.stream_k), "CUTLASS has no ping-pong stream-K kernel");
+static_assert(!INFO.stream_k || INFO.schedule == DenseSm90Schedule::coop, "CUTLASS's stream-K kernel is cooperative");
 
 // The epilogue's activation (CUTLASS applies it to a fragment at a time).
 template <class T>
@@ -106,10 +106,13 @@ struct GeluGemm {
   static_assert(ALIGN == DENSE_SM90_ALIGN_ELEMS, "dense_gelu_sm90.h's alignment rule must match the kernels'");
   using TileShape = cute::Shape<cute::Int<INFO.tile_m>, cute::Int<INFO.tile_n>, cute::_64>;
   using ClusterShape = cute::Shape<cute::Int<INFO.cluster_m>, cute::_1, cute::_1>;
-  using KernelSchedule = std::conditional_t<INFO.pingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                                            cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
-  using EpilogueSchedule = std::conditional_t<INFO.pingpong, cutlass::epilogue::TmaWarpSpecialized,
-                                              cutlass::epilogue::TmaWarpSpecializedCooperative>;
+  static constexpr bool COOPERATIVE = INFO.schedule == DenseSm90Schedule::coop;
+  using KernelSchedule = std::conditional_t<
+      COOPERATIVE, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+      std::conditional_t<INFO.schedule == DenseSm90Schedule::pp, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                         cutlass::gemm::KernelTmaWarpSpecialized>>;
+  using EpilogueSchedule = std::conditional_t<COOPERATIVE, cutlass::epilogue::TmaWarpSpecializedCooperative,
+                                              cutlass::epilogue::TmaWarpSpecialized>;
   using TileScheduler = std::conditional_t<INFO.stream_k, cutlass::gemm::StreamKScheduler, void>;
   using EpilogueTile =
       std::conditional_t<INFO.epi_n == 0, cutlass::epilogue::collective::EpilogueTileAuto,

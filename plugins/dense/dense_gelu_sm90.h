@@ -31,6 +31,8 @@ namespace trt_fastops::dense {
 //         epilogue (bias + erf GELU) overlaps the other's main loop;
 //   sk:   cooperative with CUTLASS's stream-K scheduler (K split across CTAs
 //         when there are fewer tiles than SMs; needs workspace);
+//   ws:   one consumer warpgroup, one tile per CTA (not persistent: the grid
+//         is the tile count), the least set-up for grids of a wave or less;
 //   _c2:  2x1 thread-block clusters (W tiles multicast to both CTAs);
 //   _eN:  epilogue subtiles of N columns (fewer, larger TMA stores than CUTLASS's 32).
 enum class DenseSm90Tile : int32_t {
@@ -48,27 +50,45 @@ enum class DenseSm90Tile : int32_t {
   coop_128x256_e64,   // epilogue subtile 128x64 (auto: 128x32)
   coop_128x256_e128,  // epilogue subtile 128x128
   pp_64x64_c2,
+  pp_64x32,  // small-M tiles (session 16): fewer bytes per CTA at M <= 512
+  pp_64x48,
+  pp_64x96,
+  coop_128x96,
+  ws_64x48,
+  ws_64x64,
+  ws_64x64_e64,
+  ws_64x64_c2,
+  coop_128x96_c2,
   count,
 };
+
+enum class DenseSm90Schedule : int32_t { coop, pp, ws };
 
 struct DenseSm90TileInfo {
   const char* name;  // the enumerator's name
   int tile_m, tile_n;
-  bool pingpong;     // else cooperative
+  DenseSm90Schedule schedule;
   bool stream_k;     // cooperative only (CUTLASS has no ping-pong stream-K)
   int cluster_m;     // CTAs per cluster along M (1: no cluster)
   int epi_n = 0;     // columns per epilogue subtile (0: CUTLASS's choice)
 };
 // Indexed by DenseSm90Tile; the kernels are built from these values
 // (dense_gelu_sm90.cu), the launcher's tile rule reads them.
+inline constexpr DenseSm90Schedule COOP = DenseSm90Schedule::coop, PP = DenseSm90Schedule::pp,
+                                   WS = DenseSm90Schedule::ws;
 inline constexpr DenseSm90TileInfo DENSE_SM90_TILES[] = {
-    {"coop_128x256", 128, 256, false, false, 1}, {"pp_64x128", 64, 128, true, false, 1},
-    {"pp_128x128", 128, 128, true, false, 1},    {"pp_64x256", 64, 256, true, false, 1},
-    {"pp_64x64", 64, 64, true, false, 1},        {"coop_128x128", 128, 128, false, false, 1},
-    {"coop_256x128", 256, 128, false, false, 1}, {"sk_128x128", 128, 128, false, true, 1},
-    {"sk_128x256", 128, 256, false, true, 1},    {"coop_128x256_c2", 128, 256, false, false, 2},
-    {"pp_128x128_c2", 128, 128, true, false, 2},  {"coop_128x256_e64", 128, 256, false, false, 1, 64},
-    {"coop_128x256_e128", 128, 256, false, false, 1, 128}, {"pp_64x64_c2", 64, 64, true, false, 2},
+    {"coop_128x256", 128, 256, COOP, false, 1}, {"pp_64x128", 64, 128, PP, false, 1},
+    {"pp_128x128", 128, 128, PP, false, 1},     {"pp_64x256", 64, 256, PP, false, 1},
+    {"pp_64x64", 64, 64, PP, false, 1},         {"coop_128x128", 128, 128, COOP, false, 1},
+    {"coop_256x128", 256, 128, COOP, false, 1}, {"sk_128x128", 128, 128, COOP, true, 1},
+    {"sk_128x256", 128, 256, COOP, true, 1},    {"coop_128x256_c2", 128, 256, COOP, false, 2},
+    {"pp_128x128_c2", 128, 128, PP, false, 2},  {"coop_128x256_e64", 128, 256, COOP, false, 1, 64},
+    {"coop_128x256_e128", 128, 256, COOP, false, 1, 128}, {"pp_64x64_c2", 64, 64, PP, false, 2},
+    {"pp_64x32", 64, 32, PP, false, 1},         {"pp_64x48", 64, 48, PP, false, 1, 16},
+    {"pp_64x96", 64, 96, PP, false, 1, 32},     {"coop_128x96", 128, 96, COOP, false, 1, 32},
+    {"ws_64x48", 64, 48, WS, false, 1, 16},     {"ws_64x64", 64, 64, WS, false, 1},
+    {"ws_64x64_e64", 64, 64, WS, false, 1, 64}, {"ws_64x64_c2", 64, 64, WS, false, 2},
+    {"coop_128x96_c2", 128, 96, COOP, false, 2, 32},
 };
 static_assert(sizeof(DENSE_SM90_TILES) / sizeof(DENSE_SM90_TILES[0]) == size_t(DenseSm90Tile::count),
               "one DENSE_SM90_TILES entry per DenseSm90Tile");

@@ -373,23 +373,35 @@ int64_t tile_count(const DenseParams& p, DenseSm90Tile tile) {
   return ((p.m + t.tile_m - 1) / t.tile_m) * ((p.n + t.tile_n - 1) / t.tile_n);
 }
 
-// The tile rule, from scripts/bench_dense.py on an H100 (bench/results/dense_tiles.json,
-// N = 3072, K = 768, per call with launch):
-//   M <= 512: 64x64 ping-pong (M 128: 8.5 us against 11.4 for 64x128 and 9.8
-//     for the fallback; M 512: 13.1 against 15.8 and 13.6);
+// The tile rule. Small M from scripts/tune_dense.py: the GELU GEMM's kernel time
+// inside BERT-base's CUDA-graph replays (bench/NOTES-dense.md session 16, whose
+// run 2 these numbers are; bench/results/dense_model_tiles.json has the latest
+// check; N = 3072, K = 768, µs per call), which ranks
+// tiles otherwise than bench_dense.py's isolated calls on warm weights; large M
+// from scripts/bench_dense.py (bench/results/dense_tiles.json):
+//   M <= 512 and 64x64 tiles no more than SMs (M 128: 96 tiles): 64x64 with
+//     one consumer warpgroup and no persistent loop (5.72 against 6.58 for
+//     64x64 ping-pong; narrower tiles lost);
+//   other M <= 512: 128x96 cooperative in 2x1 clusters, the two CTAs of a
+//     cluster sharing each W tile (M 512: 8.59 against 9.13 without clusters,
+//     10.14 for 64x64 ping-pong and 9.50 for 128x128; the replay's kernels 19
+//     us shorter than with the fallback);
 //   fewer 128x256 tiles than SMs (M 1024: 96 tiles): the fallback, cuBLASLt +
-//     our GELU pass (18.5 us against 19.3 for the best tile);
+//     our GELU pass (BERT b8 s128: its replay's kernels 12 us shorter than with
+//     the best tile);
 //   else 128x256 cooperative (M 4096: 47.5 against 51.2 for the fallback;
 //     M 16384: 171 against 194; no other tile was faster by more than 1%).
 constexpr int64_t SM90_SMALL_M = 512;
+constexpr DenseSm90Tile SM90_ONE_WAVE = DenseSm90Tile::ws_64x64, SM90_SMALL = DenseSm90Tile::coop_128x96_c2,
+                        SM90_LARGE = DenseSm90Tile::coop_128x256;
 
 // Whether p runs a CUTLASS tile (*tile) or the fallback (false); a build
 // without the rule's tile takes its first built one.
 bool sm90_tile(const DenseParams& p, const LaunchDevice& dev, DenseSm90Tile* tile) {
-  DenseSm90Tile want = DenseSm90Tile::coop_128x256;
+  DenseSm90Tile want = SM90_LARGE;
   if (p.m <= SM90_SMALL_M) {
-    want = DenseSm90Tile::pp_64x64;
-  } else if (tile_count(p, DenseSm90Tile::coop_128x256) < dev.multiprocessors) {
+    want = tile_count(p, SM90_ONE_WAVE) <= dev.multiprocessors ? SM90_ONE_WAVE : SM90_SMALL;
+  } else if (tile_count(p, SM90_LARGE) < dev.multiprocessors) {
     return false;
   }
   *tile = sm90_built(want) || SM90_BUILT.empty() ? want : SM90_BUILT[0];

@@ -366,9 +366,16 @@ def expected_gelu_kernel(dtype, m, n, k, bias, aligned=True):
         return "fill_k0+gelu" if bias else "fill_k0"
     if hopper_build() and dtype in ("float16", "bfloat16") and k % 8 == 0 and n % 8 == 0 and aligned:
         sms = _C.devices()[0]["multiprocessors"]
-        large_tiles = -(-m // 128) * -(-n // 256)
-        if m <= 512 or large_tiles >= sms:
-            return f"cutlass_sm90_gelu<{dtype},{'pp_64x64' if m <= 512 else 'coop_128x256'}>"
+
+        def tiles(tm, tn):
+            return -(-m // tm) * -(-n // tn)
+
+        if m <= 512:
+            tile = "ws_64x64" if tiles(64, 64) <= sms else "coop_128x96_c2"
+        else:
+            tile = "coop_128x256" if tiles(128, 256) >= sms else None
+        if tile is not None:
+            return f"cutlass_sm90_gelu<{dtype},{tile}>"
     return "cublaslt_bias+gelu" if bias else "cublaslt+gelu"
 
 
