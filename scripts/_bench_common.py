@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import datetime as _dt
 import json
 import subprocess
 from pathlib import Path
@@ -22,6 +23,18 @@ def driver_version() -> str:
         return f"CUDA driver API {v.value // 1000}.{v.value % 1000 // 10}"
     except OSError:
         return "unknown"
+
+
+def ort_torch_header(benchmark: str) -> dict:
+    """A results document's header (name, GPU 0, UTC date, versions) for scripts running ONNX Runtime
+    and torch on the GPU."""
+    import onnxruntime
+    import torch
+
+    return {"benchmark": benchmark, "gpu": torch.cuda.get_device_name(0),
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "versions": {"onnxruntime": onnxruntime.__version__, "torch": torch.__version__,
+                         "cuda": torch.version.cuda, "driver": driver_version()}}
 
 
 def gpu_setup(name: str, want_ort: bool):

@@ -34,7 +34,6 @@ variants are hand edits of the ONNX graph, checked against ours' output.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import sys
 from pathlib import Path
@@ -45,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.append(str(REPO))
 import bench_models as BM  # noqa: E402
-from _bench_common import driver_version, write_results  # noqa: E402
+from _bench_common import ort_torch_header, write_results  # noqa: E402
 from profile_models import bench_for, parse_case, prepare_args, profile_runner, replay_stats  # noqa: E402
 
 VARIANTS = ("ort", "ortopt", "ours", "ours_range", "ours_embed", "ours_stream")
@@ -284,7 +283,6 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "replay_phases.json")
     args = ap.parse_args()
     import onnxruntime
-    import torch
 
     onnxruntime.set_default_logger_severity(3)
     env = BM.Env(0)
@@ -304,10 +302,7 @@ def main() -> int:
                      f"{r['launch_to_gpu_us'] or 0:7.1f} {r['activities'] or 0:6g} {r['feeds']['us']:6.1f} "
                      f"{r['python']['us']:6.1f} "
                      f"{r['on_stream']['us'] if 'on_stream' in r else float('nan'):9.1f}")
-    doc = {"benchmark": "replay_phases", "gpu": torch.cuda.get_device_name(0),
-           "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-           "versions": {"onnxruntime": onnxruntime.__version__, "torch": torch.__version__,
-                        "cuda": torch.version.cuda, "driver": driver_version()},
+    doc = {**ort_torch_header("replay_phases"),
            "method": f"OrtModel (CUDA graphs, copy_outputs=False); medians of {args.reps} timed calls each, no "
                      "profiler; span / launch figures from torch.profiler over 10 replays (median)",
            "rows": rows, "errors": errors}

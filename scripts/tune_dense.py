@@ -20,7 +20,6 @@ GEMM's kernel µs per call, and the replay's summed kernel time.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import re
 import statistics
 import sys
@@ -30,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.append(str(REPO))
 import bench_models as BM  # noqa: E402
-from _bench_common import driver_version, write_results  # noqa: E402
+from _bench_common import ort_torch_header, write_results  # noqa: E402
 from profile_models import bench_for, kernels_from_trace, parse_case, prepare_args, profile_runner  # noqa: E402
 
 # The GELU GEMM's kernels: our CUTLASS tiles, or the fallback's GELU pass (its GEMM is a
@@ -106,7 +105,6 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "dense_model_tiles.json")
     args = ap.parse_args()
     import onnxruntime
-    import torch
 
     from trt_fastops import _C
 
@@ -129,10 +127,7 @@ def main() -> int:
         lines.append(f"{r['case']:18s} {r['path']:18s} {r['replay_us']:8.1f} {r['best_round_us']:8.1f} "
                      f"{g if g is not None else float('nan'):9.2f} {r['gpu_us_per_run']:8.1f} "
                      f"{r['diff_vs_first']:8.4f}")
-    doc = {"benchmark": "tune_dense", "gpu": torch.cuda.get_device_name(0),
-           "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-           "versions": {"onnxruntime": onnxruntime.__version__, "torch": torch.__version__,
-                        "cuda": torch.version.cuda, "driver": driver_version()},
+    doc = {**ort_torch_header("tune_dense"),
            "method": f"OrtModel (CUDA graphs, copy_outputs=False), one capture per GELU path; {args.rounds} "
                      f"interleaved rounds of {args.reps} run + synchronise calls per path (µs: median of the "
                      "rounds' medians, and the best round); kernel times from torch.profiler over 10 replays",
