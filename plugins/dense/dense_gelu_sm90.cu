@@ -24,7 +24,8 @@
 // Tiles (dense_gelu_sm90.h DENSE_SM90_TILES): this file is compiled once per
 // tile, TRT_FASTOPS_DENSE_SM90_TILE naming the DenseSm90Tile enumerator, and
 // defines launch_dense_gelu_sm90<that tile> for float16 and bfloat16. Tile
-// shape, schedule (cooperative / ping-pong), scheduler (persistent / stream-K)
+// shape, schedule (cooperative / ping-pong / one consumer warpgroup), scheduler
+// (persistent / stream-K; the one-consumer kernels are not persistent)
 // and cluster come from the table, so the kernels cannot drift from the
 // launcher's idea of them.
 //

@@ -1,6 +1,6 @@
 // Internal: Dense's sm_90a path for activation "gelu", called by
 // dense_launch.cc only. dense_gelu_sm90.cu holds CUTLASS 3.x GEMMs (TMA loads
-// and stores, wgmma, warp-specialised persistent kernels) whose epilogue
+// and stores, wgmma, warp-specialised kernels, most persistent) whose epilogue
 // computes Y = GELU(X · W + bias) from the float32 accumulators: the bias
 // added and the exact erf GELU applied in float32, one rounding to Y's dtype.
 //

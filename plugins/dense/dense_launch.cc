@@ -373,12 +373,12 @@ int64_t tile_count(const DenseParams& p, DenseSm90Tile tile) {
   return ((p.m + t.tile_m - 1) / t.tile_m) * ((p.n + t.tile_n - 1) / t.tile_n);
 }
 
-// The tile rule. Small M from scripts/tune_dense.py: the GELU GEMM's kernel time
-// inside BERT-base's CUDA-graph replays (bench/NOTES-dense.md session 16, whose
-// run 2 these numbers are; bench/results/dense_model_tiles.json has the latest
-// check; N = 3072, K = 768, µs per call), which ranks
-// tiles otherwise than bench_dense.py's isolated calls on warm weights; large M
-// from scripts/bench_dense.py (bench/results/dense_tiles.json):
+// The tile rule. Small M from scripts/tune_dense.py, the GELU GEMM's kernel time
+// inside BERT-base's CUDA-graph replays (N = 3072, K = 768, µs per call; run 2
+// of bench/NOTES-dense.md's session 16, the latest check in
+// bench/results/dense_model_tiles.json), which ranks tiles otherwise than
+// isolated calls on warm weights; large M from scripts/bench_dense.py
+// (bench/results/dense_tiles.json):
 //   M <= 512 and 64x64 tiles no more than SMs (M 128: 96 tiles): 64x64 with
 //     one consumer warpgroup and no persistent loop (5.72 against 6.58 for
 //     64x64 ping-pong; narrower tiles lost);
