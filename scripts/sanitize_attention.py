@@ -43,6 +43,10 @@ CASES = [
     # with a key-row mask.
     ("key-padding-bert", "float16", 4, 12, 12, 128, 128, 64, 64, dict(mask="padding")),
     ("softcap", "float16", 1, 2, 2, 64, 64, 128, 128, dict(softcap=10.0)),
+    # Softcap runs on the builds that carry its code: variant 0 (d64: 192 rows), the general mask
+    # code for key padding too.
+    ("softcap-d64", "bfloat16", 2, 4, 4, 130, 130, 64, 64, dict(softcap=10.0, causal=True)),
+    ("softcap-key-padding", "float16", 2, 4, 4, 96, 200, 64, 64, dict(mask="padding", softcap=20.0)),
     ("one-query", "float16", 3, 4, 1, 1, 333, 128, 128, {}),
     ("empty-kv", "float16", 1, 2, 2, 20, 0, 64, 64, {}),
     # More tiles than an H100 has SMs: the persistent kernel's CTAs each run several.

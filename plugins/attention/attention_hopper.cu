@@ -155,7 +155,7 @@ int d64_rows(const AttentionParams& p) {
   return cost(64, 1.15) <= cost(192, 1.0) ? 64 : 192;
 }
 
-// f(TypeTag<CFG>, MASKED, KEY_ROW) for the kernel that runs p: the bucket's
+// f(TypeTag<CFG>, MASKED, KEY_ROW, SOFTCAP) for the kernel that runs p: the bucket's
 // variant, or for masked inputs its MASKED_VARIANT (a tile whose mask code does
 // not spill; KEY_ROW for a key-padding mask, one row for every query) or
 // KEY_ROW_VARIANT (packable key-padding masks), moved to the first plain wgmma
@@ -163,12 +163,18 @@ int d64_rows(const AttentionParams& p) {
 // tensor maps. d64's rows per tile (d64_rows, or forced by variant
 // TWO_CONSUMER_VARIANT / ONE_CONSUMER_VARIANT) apply to masked inputs too; the
 // 64-row tile takes unmasked inputs and key-padding masks only (others: 128
-// rows). `maps` receives the encoded maps. Masked inputs instantiate at most
-// five kernels per bucket and dtype, not all variants.
+// rows). Softcapped inputs take variant 0 built for softcap (unmasked) or
+// MASKED_VARIANT's general mask code (any mask; its one build reads softcap at
+// run time); the other warp-specialised kernels are built without softcap code
+// (half the code: flash_fwd_ws_kernel's SOFTCAP). `maps` receives the encoded
+// maps. Masked inputs instantiate at most five kernels per bucket and dtype,
+// not all variants.
 template <typename F>
 auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws, TmaMaps* maps, F&& f) {
   const bool masked = p.mask_kind != MaskKind::none;
-  const bool key_row = masked && p.mask_stride_q == 0;
+  const bool softcap = p.softcap > 0.f;
+  const bool key_row = masked && p.mask_stride_q == 0 && !softcap;
+  using std::false_type, std::true_type;
   return dispatch_int<64, 128, 256>(head_dim_bucket(p), [&](auto D) {
     using Tiles = HopperTiles<D.value>;
     using Variants = typename Tiles::Variants;
@@ -176,7 +182,8 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
     bool one = false, packed = false;
     if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
     if constexpr (D.value == 64) {
-      const int rows = index == 0                            ? d64_rows(p)
+      const int rows = softcap                               ? (masked ? 128 : 192)
+                       : index == 0                            ? d64_rows(p)
                        : index == Tiles::TWO_CONSUMER_VARIANT   ? 128
                        : index == Tiles::ONE_CONSUMER_VARIANT ? 64
                                                               : 192;
@@ -186,6 +193,7 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       if (one) index = Tiles::ONE_CONSUMER_VARIANT;
     }
     if (masked && !one) index = packed ? Tiles::KEY_ROW_VARIANT : Tiles::MASKED_VARIANT;
+    if (softcap && index < Tiles::FIRST_BASIC) index = masked ? Tiles::MASKED_VARIANT : 0;
     if (index < Tiles::FIRST_BASIC) {
       const auto [block_m, block_n] = dispatch_variant<Variants>(index, [](auto cfg) {
         return std::pair<int, int>(decltype(cfg)::type::BLOCK_M, decltype(cfg)::type::BLOCK_N);
@@ -193,21 +201,26 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       if (!allow_ws || !encode_maps(p, block_m, block_n, maps)) index = Tiles::FIRST_BASIC;
     }
     return dispatch_bool(masked, [&](auto MASKED) {
+      using Basic = std::tuple_element_t<Tiles::FIRST_BASIC, Variants>;
+      // The plain wgmma kernel reads softcap at run time: SOFTCAP is the ws kernels' only.
+      if (index == Tiles::FIRST_BASIC) return f(TypeTag<Basic>{}, MASKED, false_type{}, true_type{});
       if constexpr (MASKED.value) {
         using WithMask = std::tuple_element_t<Tiles::MASKED_VARIANT, Variants>;
-        using Basic = std::tuple_element_t<Tiles::FIRST_BASIC, Variants>;
-        if (index == Tiles::FIRST_BASIC) return f(TypeTag<Basic>{}, MASKED, std::false_type{});
         if constexpr (Tiles::KEY_ROW_VARIANT >= 0) {
           using KeyRow = std::tuple_element_t<Tiles::KEY_ROW_VARIANT, Variants>;
-          if (packed) return f(TypeTag<KeyRow>{}, MASKED, std::true_type{});
+          if (packed) return f(TypeTag<KeyRow>{}, MASKED, true_type{}, false_type{});
         }
         if constexpr (D.value == 64) {
           using One = std::tuple_element_t<Tiles::ONE_CONSUMER_VARIANT, Variants>;
-          if (index == Tiles::ONE_CONSUMER_VARIANT) return f(TypeTag<One>{}, MASKED, std::true_type{});
+          if (index == Tiles::ONE_CONSUMER_VARIANT) return f(TypeTag<One>{}, MASKED, true_type{}, false_type{});
         }
-        return dispatch_bool(key_row, [&](auto KEY_ROW) { return f(TypeTag<WithMask>{}, MASKED, KEY_ROW); });
+        // The general mask code keeps its one build, softcap read at run time.
+        return dispatch_bool(key_row, [&](auto KEY_ROW) {
+          return f(TypeTag<WithMask>{}, MASKED, KEY_ROW, std::bool_constant<!KEY_ROW.value>{});
+        });
       } else {
-        return dispatch_variant<Variants>(index, [&](auto cfg) { return f(cfg, MASKED, std::false_type{}); });
+        if (softcap) return f(TypeTag<std::tuple_element_t<0, Variants>>{}, MASKED, false_type{}, true_type{});
+        return dispatch_variant<Variants>(index, [&](auto cfg) { return f(cfg, MASKED, false_type{}, false_type{}); });
       }
     });
   });
@@ -236,7 +249,7 @@ const char* hopper_kernel_name(const AttentionParams& p, int variant, bool allow
   TmaMaps maps;
   return dispatch_dtype(p.dtype, [&](auto tag) -> const char* {
     using T = typename decltype(tag)::type;
-    return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED, auto) {
+    return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED, auto, auto) {
       return kernel_name<T, typename decltype(cfg)::type>(true, MASKED.value);
     });
   });
@@ -249,17 +262,19 @@ cudaError_t launch_attention_hopper(const AttentionParams& p, int variant, bool 
     if constexpr (std::is_same_v<T, float>) {
       return cudaErrorInvalidValue;
     } else {
-      return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED, auto KEY_ROW) {
+      return dispatch_hopper_config(p, variant, allow_ws, &maps, [&](auto cfg, auto MASKED, auto KEY_ROW,
+                                                                     auto SOFTCAP) {
         using CFG = typename decltype(cfg)::type;
         if constexpr (typed_key_row_build<CFG> && MASKED.value && KEY_ROW.value) {
           // Key padding in the inputs' own dtype (the additive masks of exported BERTs) takes a
           // kernel built for that mask type, the others one that reads any.
           return dispatch_bool(typed_key_row_mask(p), [&](auto TYPED) {
             using MASK = std::conditional_t<TYPED.value, T, void>;
-            return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, true, true, MASK>>(p, stream, maps);
+            return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, true, true, MASK, false>>(p, stream, maps);
           });
         } else if constexpr (is_warp_specialised<CFG>) {
-          return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, MASKED.value, KEY_ROW.value>>(p, stream, maps);
+          return launch_kernel<CFG, flash_fwd_ws_kernel<T, CFG, MASKED.value, KEY_ROW.value, void, SOFTCAP.value>>(
+              p, stream, maps);
         } else {
           return launch_kernel<CFG, flash_fwd_hopper_kernel<T, CFG, MASKED.value>>(p, stream);
         }

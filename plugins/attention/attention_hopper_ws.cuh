@@ -96,7 +96,11 @@ __device__ __forceinline__ int persistent_tile(int it, bool snake) {
 // consumer reads them after its q_full wait and all walk the same blocks.
 // With three consumers the prefetched mask is held packed (KeyRowMaskPacked).
 // MASK (KEY_ROW): the mask's element type, or void for any (dispatch_mask).
-template <typename T, typename CFG, bool MASKED, bool KEY_ROW = false, typename MASK = void>
+// SOFTCAP: built for softcapped scores too; without it (the launcher's choice
+// for inputs without softcap) the kernel has half the code (tanhf per score in
+// each copy of the score preparation), which matters where a tile's first
+// instructions come from L2 or DRAM: short grids, inside a model.
+template <typename T, typename CFG, bool MASKED, bool KEY_ROW = false, typename MASK = void, bool SOFTCAP = true>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     flash_fwd_ws_kernel(const __grid_constant__ FlashArgs a, const __grid_constant__ TmaMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -154,7 +158,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       for (int it = 0;; ++it) {
         const int tile = persistent_tile(it, a.lpt_heads > 0);
         if (tile >= tiles) break;
-        BlockWork w = block_work<BM, BN, MASKED, KEY_ROW>(a, tile);
+        BlockWork w = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
         auto load_kv = [&](int nb) {
           const int st = kv % STAGES, round = kv / STAGES;
           T* s_k = s_kv + 2 * st * CFG::TILE_KV;
@@ -281,9 +285,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     auto prepare = [&](float (&s)[1][NT][4], int nb) {
       if constexpr (key_row) {
         if (nb < zero_blocks) {
-          prepare_scores<1, NT, false>(s, a, w_cur, w_cur.m0 + warp_row0, nb * BN, g, t);
+          prepare_scores<1, NT, false, SOFTCAP>(s, a, w_cur, w_cur.m0 + warp_row0, nb * BN, g, t);
         } else {
-          scale_scores<1, NT>(s, a, w_cur);
+          scale_scores<1, NT, SOFTCAP>(s, a, w_cur);
           if constexpr (packed_mask) {
             apply_key_row_mask_packed<1, NT>(s, km, a, w_cur.m0 + warp_row0, nb * BN, g, t, mask_unit());
           } else {
@@ -291,7 +295,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           }
         }
       } else {
-        prepare_scores<1, NT, MASKED>(s, a, w_cur, w_cur.m0 + warp_row0, nb * BN, g, t);
+        prepare_scores<1, NT, MASKED, SOFTCAP>(s, a, w_cur, w_cur.m0 + warp_row0, nb * BN, g, t);
       }
     };
 
@@ -299,7 +303,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     for (int it = 0;; ++it) {
       const int tile = persistent_tile(it, a.lpt_heads > 0);
       if (tile >= tiles) break;
-      w_cur = block_work<BM, BN, MASKED, KEY_ROW>(a, tile);
+      w_cur = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
       const BlockWork& w = w_cur;
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;

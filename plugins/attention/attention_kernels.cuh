@@ -158,7 +158,9 @@ __device__ __forceinline__ int tile_head(const FlashArgs& a, int tile, int& m_bl
 
 // RAW_MASK: an additive mask is applied in raw units (key-row masks of the
 // warp-specialised kernel: load_key_row_mask's `unit`), so it keeps raw mode.
-template <int BM, int BN, bool MASKED, bool RAW_MASK = false>
+// SOFTCAP false: a kernel built for inputs without softcap (the launcher sends
+// it none), which then carries no softcap code.
+template <int BM, int BN, bool MASKED, bool RAW_MASK = false, bool SOFTCAP = true>
 __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
   BlockWork w;
   int m_block;
@@ -177,15 +179,15 @@ __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
   w.n_blocks = n_end > 0 ? int((n_end + BN - 1) / BN) : 0;
   // Raw mode (scale folded into the exponent, one FFMA per element) unless
   // softcap or an additive mask needs log2 units first; needs a positive scale.
-  w.raw_scores = a.softcap <= 0.f && !(MASKED && a.mask_kind == 2 && !RAW_MASK) && a.scale_log2 > 0.f;
+  w.raw_scores = !(SOFTCAP && a.softcap > 0.f) && !(MASKED && a.mask_kind == 2 && !RAW_MASK) && a.scale_log2 > 0.f;
   w.exp_scale = w.raw_scores ? a.scale_log2 : 1.f;
   return w;
 }
 
 // Scores to log2 units when the kernel can't fold the scale into the
 // exponent (softcap, additive mask). The softcap test is uniform: outside the
-// loop, so the plain case never evaluates tanhf.
-template <int MT, int NT>
+// loop, so the plain case never evaluates tanhf. SOFTCAP: block_work's.
+template <int MT, int NT, bool SOFTCAP = true>
 __device__ __forceinline__ void scale_scores(float (&s)[MT][NT][4], const FlashArgs& a, const BlockWork& w) {
   if (w.raw_scores) return;
   auto each = [&](auto f) {
@@ -196,7 +198,7 @@ __device__ __forceinline__ void scale_scores(float (&s)[MT][NT][4], const FlashA
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][nt][e] = f(s[mt][nt][e]);
   };
-  if (a.softcap > 0.f) {
+  if (SOFTCAP && a.softcap > 0.f) {
     const float cap_log2 = a.softcap * LOG2E, inv_cap = a.scale_softcap;
     each([&](float x) { return cap_log2 * tanhf(x * inv_cap); });
   } else {
@@ -470,10 +472,10 @@ __device__ __forceinline__ void apply_key_row_mask_packed(float (&s)[MT][NT][4],
 
 // Scores of one key block: to log2 units when needed, then every mask.
 // warp_m0: query row of the warp's first fragment row; n0: first key of the block.
-template <int MT, int NT, bool MASKED>
+template <int MT, int NT, bool MASKED, bool SOFTCAP = true>
 __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const FlashArgs& a, const BlockWork& w,
                                                int warp_m0, int n0, int g, int t) {
-  scale_scores<MT, NT>(s, a, w);
+  scale_scores<MT, NT, SOFTCAP>(s, a, w);
   const bool need_mask = MASKED || n0 + NT * 8 > a.kv_len || (a.causal && n0 + NT * 8 - 1 > warp_m0 + a.causal_offset);
   if (!need_mask) return;
   if constexpr (!MASKED) {

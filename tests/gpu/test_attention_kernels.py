@@ -435,9 +435,12 @@ def test_scale_softcap(scale, softcap):
     check(q, k, v, scale=scale, softcap=softcap, causal=softcap == 5.0)
 
 
-def test_softcap_with_mask():
-    q, k, v = make_inputs(2, 4, 4, 96, 200, 128, 128, torch.bfloat16, seed=2)
-    mask = torch.randn(2, 1, 1, 200, device="cuda").to(torch.bfloat16)
+@pytest.mark.parametrize("d,dt", [(128, torch.bfloat16), (64, torch.float16)])
+def test_softcap_with_mask(d, dt):
+    # A key-padding mask of Q's dtype: without softcap the key-row kernels built without
+    # softcap code take it; with softcap it must go to a kernel that applies it.
+    q, k, v = make_inputs(2, 4, 4, 96, 200, d, d, dt, seed=2)
+    mask = torch.randn(2, 1, 1, 200, device="cuda").to(dt)
     check(q, k, v, softcap=20.0, mask=mask)
 
 
@@ -551,6 +554,8 @@ def test_path_choice(kernel_path):
         if kernel_path == "auto":
             assert ",m64,n128,w8,b2>" in _kernel_name(q3, k3, v3)
             assert ",m192," in _kernel_name(q3, k3, v3, causal=True)
+        # Softcap: only variant 0 has an unmasked build with softcap code (192 rows at d64).
+        assert ",m192," in _kernel_name(q3, k3, v3, softcap=5.0)
     elif kernel_path == "wgmma" and hopper:
         assert name.startswith("flash_fwd_wgmma<"), name
     else:
