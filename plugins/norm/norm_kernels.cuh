@@ -473,21 +473,26 @@ __device__ __forceinline__ void generic_row(const NormArgs<T>& a, int64_t row, c
 #pragma unroll
     for (int k = 0; k < UNROLL; ++k) v[k] = k * BLOCK < left ? in.load_sum(c0 + k * BLOCK) : 0.f;
   };
+  // One pass over this thread's columns, UNROLL loads (`load`) in flight per step:
+  // f(in_row, c, s) per column slot, in_row false past the row end (s is 0 there).
+  auto each_column = [&](auto&& load, auto&& f) {
+    for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
+      float v[UNROLL];
+      load(c0, v);
+      const int64_t left = cols - c0;
+#pragma unroll
+      for (int k = 0; k < UNROLL; ++k) f(k * BLOCK < left, c0 + k * BLOCK, v[k]);
+    }
+  };
 
   // Pass 1: s = x + skip + bias; cache it; sum it (LayerNorm).
   float mean = 0.f;
   if (CACHE || !a.rms) {
     float t = 0.f;
-    for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
-      float v[UNROLL];
-      load_step(c0, v);
-      const int64_t left = cols - c0;
-#pragma unroll
-      for (int k = 0; k < UNROLL; ++k) {
-        if (CACHE && k * BLOCK < left) row_cache[c0 + k * BLOCK] = v[k];
-        t += v[k];
-      }
-    }
+    each_column(load_step, [&](bool in_row, int64_t c, float x) {
+      if (CACHE && in_row) row_cache[c] = x;
+      t += x;
+    });
     if (!a.rms) mean = reduce(t) * a.inv_cols;
   }
 
@@ -504,16 +509,10 @@ __device__ __forceinline__ void generic_row(const NormArgs<T>& a, int64_t row, c
 
   // Pass 2: sum of squared deviations.
   float q = 0.f;
-  for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
-    float v[UNROLL];
-    reload_step(c0, v);
-    const int64_t left = cols - c0;
-#pragma unroll
-    for (int k = 0; k < UNROLL; ++k) {
-      const float d = k * BLOCK < left ? v[k] - mean : 0.f;
-      q += d * d;
-    }
-  }
+  each_column(reload_step, [&](bool in_row, int64_t, float x) {
+    const float d = in_row ? x - mean : 0.f;
+    q += d * d;
+  });
   const float rstd = rsqrtf(reduce(q) * a.inv_cols + a.epsilon);
   if (tid == 0) {
     if (a.mean_out != nullptr) a.mean_out[row] = mean;
@@ -526,20 +525,13 @@ __device__ __forceinline__ void generic_row(const NormArgs<T>& a, int64_t row, c
   const bool beta_vector = a.beta != nullptr && !a.beta_scalar;
   T* y = a.y + base;
   T* sum_out = a.sum_out != nullptr ? a.sum_out + base : nullptr;
-  for (int64_t c0 = tid; c0 < cols; c0 += STEP) {
-    float v[UNROLL];
-    reload_step(c0, v);
-    const int64_t left = cols - c0;
-#pragma unroll
-    for (int k = 0; k < UNROLL; ++k) {
-      if (k * BLOCK >= left) continue;
-      const int64_t c = c0 + k * BLOCK;
-      const float g = a.gamma_scalar ? g0 : to_float(__ldg(a.gamma + c));
-      const float b = beta_vector ? to_float(__ldg(a.beta + c)) : b0;
-      if (sum_out != nullptr) sum_out[c] = from_float<T>(v[k]);
-      y[c] = from_float<T>((v[k] - mean) * rstd * g + b);
-    }
-  }
+  each_column(reload_step, [&](bool in_row, int64_t c, float x) {
+    if (!in_row) return;
+    const float g = a.gamma_scalar ? g0 : to_float(__ldg(a.gamma + c));
+    const float b = beta_vector ? to_float(__ldg(a.beta + c)) : b0;
+    if (sum_out != nullptr) sum_out[c] = from_float<T>(x);
+    y[c] = from_float<T>((x - mean) * rstd * g + b);
+  });
 }
 
 template <typename T, int BLOCK, bool CACHE>
