@@ -182,8 +182,7 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
     bool one = false, packed = false;
     if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
     if constexpr (D.value == 64) {
-      const int rows = softcap                               ? (masked ? 128 : 192)
-                       : index == 0                            ? d64_rows(p)
+      const int rows = index == 0                            ? d64_rows(p)
                        : index == Tiles::TWO_CONSUMER_VARIANT   ? 128
                        : index == Tiles::ONE_CONSUMER_VARIANT ? 64
                                                               : 192;
@@ -193,6 +192,7 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       if (one) index = Tiles::ONE_CONSUMER_VARIANT;
     }
     if (masked && !one) index = packed ? Tiles::KEY_ROW_VARIANT : Tiles::MASKED_VARIANT;
+    // Softcap: the tiles built with it (d64: 192 rows unmasked, 128 masked).
     if (softcap && index < Tiles::FIRST_BASIC) index = masked ? Tiles::MASKED_VARIANT : 0;
     if (index < Tiles::FIRST_BASIC) {
       const auto [block_m, block_n] = dispatch_variant<Variants>(index, [](auto cfg) {
