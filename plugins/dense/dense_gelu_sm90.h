@@ -68,7 +68,7 @@ struct DenseSm90TileInfo {
   const char* name;  // the enumerator's name
   int tile_m, tile_n;
   DenseSm90Schedule schedule;
-  bool stream_k;     // cooperative only (CUTLASS has no ping-pong stream-K)
+  bool stream_k;     // schedule coop only (CUTLASS's stream-K kernel is cooperative)
   int cluster_m;     // CTAs per cluster along M (1: no cluster)
   int epi_n = 0;     // columns per epilogue subtile (0: CUTLASS's choice)
 };
