@@ -49,9 +49,13 @@ CASES = [
     ("softcap-key-padding", "float16", 2, 4, 4, 96, 200, 64, 64, dict(mask="padding", softcap=20.0)),
     ("one-query", "float16", 3, 4, 1, 1, 333, 128, 128, {}),
     ("empty-kv", "float16", 1, 2, 2, 20, 0, 64, 64, {}),
-    # More tiles than an H100 has SMs: the persistent kernel's CTAs each run several.
-    ("persistent-d64", "float16", 2, 16, 16, 1000, 700, 64, 64, {}),
+    # More tiles than an H100 has SMs: the persistent kernel's CTAs each run several (three or
+    # more here).
+    ("persistent-d64", "float16", 4, 16, 16, 1000, 300, 64, 64, {}),
+    ("persistent-d128", "bfloat16", 4, 16, 4, 1000, 300, 128, 128, {}),
     ("persistent-d128-causal", "bfloat16", 1, 32, 8, 600, 600, 128, 128, dict(causal=True)),
+    # Causal, offset -300: empty tiles (all rows fully masked) between computed ones.
+    ("persistent-empty-tiles", "bfloat16", 4, 16, 4, 1000, 300, 64, 64, dict(causal=True, causal_offset=-300)),
     # Three consumer warpgroups, the last tile's third past q_len; causal rows skip blocks.
     ("persistent-d64-causal", "float16", 3, 16, 4, 700, 700, 64, 64, dict(causal=True)),
 ]

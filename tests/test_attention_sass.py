@@ -1,9 +1,11 @@
 """What the compiler made of the sm_90a attention kernels (no GPU needed: nvcc, cuobjdump).
 
 Issue 7's build rules, checked on every CI run rather than by hand after a tuning session:
-  - no wgmma serialisation: ptxas's C7520 note ("wgmma.mma_async instructions are serialized")
-    means every matrix product waits for the previous one. A `wgmma` issue under a branch
-    triggered it once and cost the d64 tile 25-30% (bench/NOTES-attention.md item 20);
+  - no wgmma serialisation: ptxas's C7520 / C7515 notes ("wgmma.mma_async instructions are
+    serialized due to ...") mean every matrix product waits for the previous one. A `wgmma` issue
+    under a branch triggered C7520 once and cost the d64 tile 25-30%, ordinary writes to
+    accumulator registers inside a pipeline stage C7515 and 30% (bench/NOTES-attention.md items
+    20 and 27);
   - the warp-specialised kernels hold their state in registers: no spills, except the
     general-mask tiles (a mask row per query), whose bound is recorded here;
   - the SASS has HGMMA and no HMMA, TMA loads (UTMALDG) and register reallocation (USETMAXREG).

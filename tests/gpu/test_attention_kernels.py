@@ -493,6 +493,22 @@ def test_long_sequence_16k(causal, d):
     check(q, k, v, causal=causal)
 
 
+@pytest.mark.parametrize("d", [64, 128])
+def test_persistent_many_tiles_per_cta(d):
+    # Non-causal, three or more tiles per CTA of the persistent grid (576-1536 tiles), GQA: the
+    # warp-specialised kernel's Q buffer and K/V ring go round several times per CTA.
+    q, k, v = make_inputs(6, 16, 4, 1000, 300, d, d, torch.float16, seed=d + 5)
+    check(q, k, v)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_persistent_empty_tiles(d):
+    # Causal with an offset below minus a tile's rows, three or more tiles per CTA: a persistent
+    # CTA's tiles mix empty ones (every row fully masked: zeros, lse -inf) with ones it computes.
+    q, k, v = make_inputs(4, 16, 4, 1000, 300, d, d, torch.bfloat16, seed=d + 9)
+    check(q, k, v, causal=True, causal_offset=-300)
+
+
 @pytest.mark.parametrize("schedule", [0, 1, 8, 64], ids=lambda s: f"section{s}")
 @pytest.mark.parametrize("d,sq", [(64, 700), (128, 1000)])
 def test_causal_schedules(schedule, d, sq):

@@ -1,0 +1,85 @@
+"""Per-tile clock stamps of the warp-specialised attention kernel (a measurement, not a test).
+
+Build a scratch copy with `bench/tile_clocks.patch` applied (`git apply bench/tile_clocks.patch`,
+then `pip install --no-build-isolation --no-deps --target DIR .`): consumer warp 0 of each consumer
+warpgroup then writes clock64 (low 24 bits, as float) into the lse output instead of the log-sum-exp,
+six values per tile and consumer: 0 after the Q wait, 1 after block 0's softmax (the prologue),
+2 after the last block's softmax (the loop), 3 after the epilogue, 4 at the tile's start, 5 the CTA.
+This script runs a few grids through that build (PYTHONPATH=DIR) and prints, per grid, the median
+cycles of each stage and the per-tile overhead: a tile's cycles minus its blocks at the loop's
+per-block rate. bench/NOTES-attention.md item 25 has the H100's numbers.
+"""
+from __future__ import annotations
+
+import statistics as st
+
+import torch
+
+from trt_fastops import ops
+
+WRAP = 1 << 24
+# (head dim, batch, heads, seqlen, causal): bench_attention's shapes (16k tokens).
+CASES = [(64, 32, 32, 512, False), (64, 16, 32, 1024, False), (64, 4, 32, 4096, False),
+         (128, 32, 16, 512, False), (128, 16, 16, 1024, False), (128, 4, 16, 4096, False),
+         (64, 16, 32, 1024, True), (128, 16, 16, 1024, True)]
+
+
+def cycles(a: float, b: float) -> float:
+    return (b - a) % WRAP
+
+
+def kernel_name(q, k, v, causal: bool) -> str:
+    b, h, s, d = q.shape
+    strides = (q.stride(0), q.stride(1), q.stride(2))
+    return ops._native().attention_forward(
+        "float16", int(q.data_ptr()), int(k.data_ptr()), int(v.data_ptr()), int(q.data_ptr()), b, h, h, s, s, d, d,
+        q_strides=strides, k_strides=strides, v_strides=strides, out_strides=strides, scale=0.1, causal=causal,
+        dry_run=True)
+
+
+def run(d: int, b: int, h: int, s: int, causal: bool) -> None:
+    g = torch.Generator(device="cuda").manual_seed(1)
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", generator=g).half() for _ in range(3))
+    out = torch.empty_like(q)
+    for _ in range(5):
+        _, lse = ops.attention(q, k, v, causal=causal, out=out, return_lse=True)
+    torch.cuda.synchronize()
+    name = kernel_name(q, k, v, causal)
+    rows = 192 if ",m192," in name else 128 if ",m128," in name else 64
+    consumers, m_blocks = rows // 64, -(-s // rows)
+    tiles = b * h * m_blocks
+    stamps = lse.flatten()[: tiles * consumers * 6].view(tiles, consumers, 6).double().cpu().tolist()
+    stages, per_cta = [], {}
+    for t in range(tiles):
+        for c in range(consumers):
+            q_ready, prologue, loop, done, start, cta = stamps[t][c]
+            stages.append(dict(last=t % m_blocks == 0, wait=cycles(start, q_ready), prologue=cycles(q_ready, prologue),
+                               loop=cycles(prologue, loop), tail=cycles(loop, done), total=cycles(start, done)))
+            if c == 0:
+                per_cta.setdefault(int(cta), []).append((t, start, done))
+    gaps = [cycles(a[2], b_[1]) for lst in per_cta.values() for a, b_ in zip(sorted(lst), sorted(lst)[1:])]
+
+    def med(key, keep=lambda r: True):
+        return st.median(r[key] for r in stages if keep(r))
+
+    print(f"d{d} B{b} H{h} S{s} {'causal' if causal else 'full'} {name} tiles={tiles} ctas={len(per_cta)}")
+    for label, keep in (("all", lambda r: True), ("last m-block", lambda r: r["last"])):
+        print(f"  {label:12} wait {med('wait', keep):6.0f}  prologue {med('prologue', keep):6.0f}  "
+              f"loop {med('loop', keep):7.0f}  tail {med('tail', keep):6.0f}  total {med('total', keep):7.0f} cycles")
+    if not causal:
+        blocks = -(-s // 128)
+        per_block = med("loop") / (blocks - 1)
+        print(f"  per block {per_block:.0f}; per-tile overhead {med('total') - blocks * per_block:.0f}; "
+              f"between tiles {st.median(gaps) if gaps else 0:.0f} cycles")
+    busy = [sum(cycles(a, b_) for _, a, b_ in lst) for lst in per_cta.values()]
+    print(f"  busy cycles per CTA min / median / max {min(busy):.0f} / {st.median(busy):.0f} / {max(busy):.0f}")
+
+
+def main() -> int:
+    for case in CASES:
+        run(*case)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
