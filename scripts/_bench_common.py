@@ -37,6 +37,17 @@ def ort_torch_header(benchmark: str) -> dict:
                          "cuda": torch.version.cuda, "driver": driver_version()}}
 
 
+def attention_kernel_name(native, dtype: str, q, k, v, out, **kw) -> str:
+    """The attention kernel the native module would launch for [B, H, S, D] views q, k, v, out
+    (self-attention, one head count) under its current path settings; launches nothing. kw: the
+    other attention_forward arguments (scale, causal, mask ones)."""
+    b, h, s, d = q.shape
+    return native.attention_forward(
+        dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
+        q_strides=q.stride()[:3], k_strides=k.stride()[:3], v_strides=v.stride()[:3],
+        out_strides=out.stride()[:3], dry_run=True, **kw)
+
+
 def gpu_setup(name: str, want_ort: bool):
     """(torch, _C, onnxruntime-with-CUDA-EP or None, device index, stream) for a GPU benchmark,
     or an exit status 2 after saying why it cannot run. The stream is a fresh one made current:

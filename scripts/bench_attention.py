@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
-from scripts._bench_common import driver_version, gpu_setup, write_results  # noqa: E402
+from scripts._bench_common import attention_kernel_name, driver_version, gpu_setup, write_results  # noqa: E402
 
 TOKENS = 16384
 HIDDEN = 2048
@@ -189,10 +189,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
 
     def kernel_name():
         """The kernel ours() launches under the current path / tile variant (launches nothing)."""
-        return _C.attention_forward(
-            case["dtype"], q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
-            q_strides=q.stride()[:3], k_strides=k.stride()[:3], v_strides=v.stride()[:3],
-            out_strides=out.stride()[:3], scale=d ** -0.5, causal=causal, dry_run=True, **mask_kw)
+        return attention_kernel_name(_C, case["dtype"], q, k, v, out, scale=d ** -0.5, causal=causal, **mask_kw)
 
     row["ours_kernel"] = kernel_name()
     us = time_fn(torch, ours, args.reps, args.trials)

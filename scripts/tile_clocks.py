@@ -12,10 +12,15 @@ per-block rate. bench/NOTES-attention.md item 25 has the H100's numbers.
 from __future__ import annotations
 
 import statistics as st
+import sys
+from pathlib import Path
 
 import torch
 
-from trt_fastops import ops
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
+
+from scripts._bench_common import attention_kernel_name  # noqa: E402
+from trt_fastops import ops  # noqa: E402
 
 WRAP = 1 << 24
 # (head dim, batch, heads, seqlen, causal): bench_attention's shapes (16k tokens).
@@ -28,15 +33,6 @@ def cycles(a: float, b: float) -> float:
     return (b - a) % WRAP
 
 
-def kernel_name(q, k, v, causal: bool) -> str:
-    b, h, s, d = q.shape
-    strides = (q.stride(0), q.stride(1), q.stride(2))
-    return ops._native().attention_forward(
-        "float16", int(q.data_ptr()), int(k.data_ptr()), int(v.data_ptr()), int(q.data_ptr()), b, h, h, s, s, d, d,
-        q_strides=strides, k_strides=strides, v_strides=strides, out_strides=strides, scale=0.1, causal=causal,
-        dry_run=True)
-
-
 def run(d: int, b: int, h: int, s: int, causal: bool) -> None:
     g = torch.Generator(device="cuda").manual_seed(1)
     q, k, v = (torch.randn(b, h, s, d, device="cuda", generator=g).half() for _ in range(3))
@@ -44,7 +40,7 @@ def run(d: int, b: int, h: int, s: int, causal: bool) -> None:
     for _ in range(5):
         _, lse = ops.attention(q, k, v, causal=causal, out=out, return_lse=True)
     torch.cuda.synchronize()
-    name = kernel_name(q, k, v, causal)
+    name = attention_kernel_name(ops._native(), "float16", q, k, v, out, scale=d ** -0.5, causal=causal)
     rows = 192 if ",m192," in name else 128 if ",m128," in name else 64
     consumers, m_blocks = rows // 64, -(-s // rows)
     tiles = b * h * m_blocks

@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
+from scripts._bench_common import attention_kernel_name  # noqa: E402
 from scripts.bench_attention import HIDDEN, TOKENS, max_diff  # noqa: E402
 
 
@@ -170,10 +171,8 @@ def main() -> int:
                         torch.cuda.synchronize()
                         wrong[c] = 0.0 if run is gemm_only else max_diff(torch, out, ref)
                         names[c] = {"cudnn": "torch SDPA (cuDNN)", "before-only": f"{args.before} alone"}.get(c[0]) or \
-                            _C.attention_forward(
-                            dtype, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), b, h, h, s, s, d, d,
-                            q_strides=q.stride()[:3], k_strides=k.stride()[:3], v_strides=v.stride()[:3],
-                            out_strides=out.stride()[:3], scale=d ** -0.5, causal=causal, dry_run=True,
+                            attention_kernel_name(
+                            _C, dtype, q, k, v, out, scale=d ** -0.5, causal=causal,
                             **({} if mask is None else dict(mask_kind="additive", mask_dtype=dtype,
                                                             mask=mask.data_ptr(), mask_strides=(s, 0, 0, 1),
                                                             mask_kv_len=s)))
