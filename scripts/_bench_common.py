@@ -48,6 +48,22 @@ def attention_kernel_name(native, dtype: str, q, k, v, out, **kw) -> str:
         out_strides=out.stride()[:3], dry_run=True, **kw)
 
 
+def clock_stamp_run(torch, ops, d: int, b: int, h: int, s: int, causal: bool):
+    """Runs attention on random fp16 [b, h, s, d] inputs through a build with one of the
+    bench/*_clocks.patch measurement patches, which write clock stamps into the lse output.
+    Returns (kernel name, consumer warpgroups per tile, query tiles per head, the lse output as a
+    flat float64 CPU tensor)."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", generator=g).half() for _ in range(3))
+    out = torch.empty_like(q)
+    for _ in range(5):
+        _, lse = ops.attention(q, k, v, causal=causal, out=out, return_lse=True)
+    torch.cuda.synchronize()
+    name = attention_kernel_name(ops._native(), "float16", q, k, v, out, scale=d ** -0.5, causal=causal)
+    rows = 192 if ",m192," in name else 128 if ",m128," in name else 64
+    return name, rows // 64, -(-s // rows), lse.flatten().double().cpu()
+
+
 def gpu_setup(name: str, want_ort: bool):
     """(torch, _C, onnxruntime-with-CUDA-EP or None, device index, stream) for a GPU benchmark,
     or an exit status 2 after saying why it cannot run. The stream is a fresh one made current:

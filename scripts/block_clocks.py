@@ -20,7 +20,7 @@ import torch
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
-from scripts._bench_common import attention_kernel_name  # noqa: E402
+from scripts._bench_common import clock_stamp_run  # noqa: E402
 from trt_fastops import ops  # noqa: E402
 
 # (head dim, batch, heads, seqlen, causal): bench_attention's shapes (16k tokens).
@@ -32,16 +32,9 @@ SLOTS = 8  # per tile and consumer: the six sums, the tile's block count, the co
 
 
 def run(d: int, b: int, h: int, s: int, causal: bool) -> None:
-    g = torch.Generator(device="cuda").manual_seed(1)
-    q, k, v = (torch.randn(b, h, s, d, device="cuda", generator=g).half() for _ in range(3))
-    out = torch.empty_like(q)
-    for _ in range(5):
-        _, lse = ops.attention(q, k, v, causal=causal, out=out, return_lse=True)
-    torch.cuda.synchronize()
-    name = attention_kernel_name(ops._native(), "float16", q, k, v, out, scale=d ** -0.5, causal=causal)
-    rows = 192 if ",m192," in name else 128 if ",m128," in name else 64
-    consumers, tiles = rows // 64, b * h * -(-s // rows)
-    x = lse.flatten()[: tiles * consumers * SLOTS].view(tiles * consumers, SLOTS).double().cpu()
+    name, consumers, m_blocks, lse = clock_stamp_run(torch, ops, d, b, h, s, causal)
+    tiles = b * h * m_blocks
+    x = lse[: tiles * consumers * SLOTS].view(tiles * consumers, SLOTS)
     loop_blocks = (x[:, 6] - 1).clamp(min=0)
     print(f"d{d} B{b} H{h} S{s} {'causal' if causal else 'full'} {name}: {int(loop_blocks.sum())} loop blocks")
     for label, keep in [("all", loop_blocks > 0)] + [(f"consumer {c}", (loop_blocks > 0) & (x[:, 7] == c))

@@ -19,7 +19,7 @@ import torch
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
-from scripts._bench_common import attention_kernel_name  # noqa: E402
+from scripts._bench_common import clock_stamp_run  # noqa: E402
 from trt_fastops import ops  # noqa: E402
 
 WRAP = 1 << 24
@@ -34,17 +34,9 @@ def cycles(a: float, b: float) -> float:
 
 
 def run(d: int, b: int, h: int, s: int, causal: bool) -> None:
-    g = torch.Generator(device="cuda").manual_seed(1)
-    q, k, v = (torch.randn(b, h, s, d, device="cuda", generator=g).half() for _ in range(3))
-    out = torch.empty_like(q)
-    for _ in range(5):
-        _, lse = ops.attention(q, k, v, causal=causal, out=out, return_lse=True)
-    torch.cuda.synchronize()
-    name = attention_kernel_name(ops._native(), "float16", q, k, v, out, scale=d ** -0.5, causal=causal)
-    rows = 192 if ",m192," in name else 128 if ",m128," in name else 64
-    consumers, m_blocks = rows // 64, -(-s // rows)
+    name, consumers, m_blocks, lse = clock_stamp_run(torch, ops, d, b, h, s, causal)
     tiles = b * h * m_blocks
-    stamps = lse.flatten()[: tiles * consumers * 6].view(tiles, consumers, 6).double().cpu().tolist()
+    stamps = lse[: tiles * consumers * 6].view(tiles, consumers, 6).tolist()
     stages, per_cta = [], {}
     for t in range(tiles):
         for c in range(consumers):
