@@ -48,6 +48,13 @@ def attention_kernel_name(native, dtype: str, q, k, v, out, **kw) -> str:
         out_strides=out.stride()[:3], dry_run=True, **kw)
 
 
+# The clock-stamp readers' grids, (head dim, batch, heads, seqlen, causal): bench_attention's
+# shapes (16k tokens).
+CLOCK_CASES = [(64, 32, 32, 512, False), (64, 16, 32, 1024, False), (64, 4, 32, 4096, False),
+               (128, 32, 16, 512, False), (128, 16, 16, 1024, False), (128, 4, 16, 4096, False),
+               (64, 16, 32, 1024, True), (128, 16, 16, 1024, True)]
+
+
 def clock_stamp_run(torch, ops, d: int, b: int, h: int, s: int, causal: bool):
     """Runs attention on random fp16 [b, h, s, d] inputs through a build with one of the
     bench/*_clocks.patch measurement patches, which write clock stamps into the lse output.

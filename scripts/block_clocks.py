@@ -20,13 +20,9 @@ import torch
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
-from scripts._bench_common import clock_stamp_run  # noqa: E402
+from scripts._bench_common import CLOCK_CASES, clock_stamp_run  # noqa: E402
 from trt_fastops import ops  # noqa: E402
 
-# (head dim, batch, heads, seqlen, causal): bench_attention's shapes (16k tokens).
-CASES = [(64, 32, 32, 512, False), (64, 16, 32, 1024, False), (64, 4, 32, 4096, False),
-         (128, 32, 16, 512, False), (128, 16, 16, 1024, False), (128, 4, 16, 4096, False),
-         (64, 16, 32, 1024, True), (128, 16, 16, 1024, True)]
 PHASES = ["K/V wait", "turn wait", "issue", "S wait", "softmax", "P V wait, pack"]
 SLOTS = 8  # per tile and consumer: the six sums, the tile's block count, the consumer
 
@@ -45,7 +41,7 @@ def run(d: int, b: int, h: int, s: int, causal: bool) -> None:
 
 
 def main() -> int:
-    for case in CASES:
+    for case in CLOCK_CASES:
         run(*case)
     return 0
 
