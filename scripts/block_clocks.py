@@ -4,8 +4,9 @@ Build a scratch copy with `bench/block_clocks.patch` applied (`git apply bench/b
 then `pip install --no-build-isolation --no-deps --target DIR .`): every consumer warpgroup then
 sums, over the key blocks after the first of each tile, the clock cycles of six phases of a block
 (mbarrier waits for K / V, the wait for its ping-pong turn, issuing S and P V with the rescale,
-the wait for S, the softmax, the wait for P V with the packing of P) and warp 0 writes the sums
-and the tile's block count into the lse output instead of the log-sum-exp. The clock reads keep
+the wait for S, the softmax with the releases of K and Q before it, the wait for P V with the
+packing of P) and warp 0 of each consumer writes its sums and the tile's block count into the
+lse output instead of the log-sum-exp. The clock reads keep
 ptxas from moving the P V wait above the softmax, so that build runs the two apart (0-6 % slower
 than the unpatched kernel on the H100). This script runs bench_attention's shapes through it
 (PYTHONPATH=DIR) and prints the mean cycles per block of each phase, overall and per consumer.
