@@ -233,6 +233,26 @@ def test_masks(kind, shape, causal):
     check(q, k, v, mask=mask, causal=causal)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("slope", [0.004, -0.004, 0.04], ids=["rising", "falling", "steep"])
+@pytest.mark.parametrize("padded", [False, True], ids=["nomask", "padding"])
+def test_moving_row_maxima(dtype, d, causal, slope, padded):
+    """Keys scaled along the sequence so the row maxima move from key block to key block: a little
+    (rising: under the 2^8 a kernel may keep a stale max, so probabilities reach up to 2^8), not at
+    all (falling) or past it in every block (steep: every block's probabilities redone and o
+    rescaled); alone and with a key-padding mask (the key-row kernels)."""
+    q, k, v = make_inputs(2, 4, 4, 700, 1100, d, d, DTYPES[dtype], seed=5)
+    j = torch.arange(1100, device="cuda", dtype=torch.float32).view(1, 1, -1, 1)
+    ramp = (1 + slope * j) if slope > 0 else (1 + abs(slope) * j).flip(2)
+    mask = None
+    if padded:
+        mask = torch.zeros(2, 1, 1, 1100, device="cuda", dtype=q.dtype)
+        mask[0, ..., 900:] = -math.inf
+    check(q, (k.float() * ramp).to(q.dtype), v, causal=causal, mask=mask)
+
+
 def test_fully_masked_rows_are_zero():
     b, h, sq, skv = 2, 4, 100, 150
     q, k, v = make_inputs(b, h, h, sq, skv, 128, 128, torch.bfloat16, seed=3)
