@@ -10,8 +10,11 @@
 // scaled, are the next one's scores, so none can be skipped); warpgroup 1, by
 // mode, does nothing, or issues groups of eight m64n128k16 products until
 // warpgroup 0 is done: S = Q K^T from shared memory (ss), or O += P V with P
-// from registers (rs), or runs the same softmax loop. One CTA per SM, every
-// SM busy; cycles are per softmax / per product group, medians over the CTAs.
+// from registers (rs), or runs the same softmax loop, or FFMA chains. Then both
+// warpgroups run the ws kernel's consumer loop (consumer_loop: products,
+// softmax and rescale, no producer or TMA), with and without ping-pong turns.
+// One CTA per SM, every SM busy; cycles are per softmax, per product group or
+// per key block, medians over the CTAs.
 #include <algorithm>
 #include <cstdio>
 #include <vector>

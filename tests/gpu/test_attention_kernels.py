@@ -239,10 +239,10 @@ def test_masks(kind, shape, causal):
 @pytest.mark.parametrize("slope", [0.004, -0.004, 0.04], ids=["rising", "falling", "steep"])
 @pytest.mark.parametrize("padded", [False, True], ids=["nomask", "padding"])
 def test_moving_row_maxima(dtype, d, causal, slope, padded):
-    """Keys scaled along the sequence so the row maxima move from key block to key block: a little
-    (rising: under the 2^8 a kernel may keep a stale max, so probabilities reach up to 2^8), not at
-    all (falling) or past it in every block (steep: every block's probabilities redone and o
-    rescaled); alone and with a key-padding mask (the key-row kernels)."""
+    """Keys scaled along the sequence so the row maxima move from key block to key block: by less
+    than 2^8 per block in exp2 units (rising), not at all (falling) or by more in every block
+    (steep), the cases an online softmax that rescales lazily or keeps a stale max must get right
+    (NOTES-attention item 36); alone and with a key-padding mask (the key-row kernels)."""
     q, k, v = make_inputs(2, 4, 4, 700, 1100, d, d, DTYPES[dtype], seed=5)
     j = torch.arange(1100, device="cuda", dtype=torch.float32).view(1, 1, -1, 1)
     ramp = (1 + slope * j) if slope > 0 else (1 + abs(slope) * j).flip(2)
