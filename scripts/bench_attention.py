@@ -16,7 +16,10 @@ for any attention kernel.
 
 Timing: after warm-up, the average of `reps` back-to-back calls between two CUDA events
 (kernels here take 0.1-10 ms, so launch overhead is noise); median of `trials` such runs.
-Every backend's output is checked against ours before it is timed.
+Ours and the baselines are timed interleaved: each trial times every one of them once, in an
+order rotated from trial to trial, so a drift of the machine (clocks, caches, what ran just
+before) lands on all of them alike. Every backend's output is checked against ours before it
+is timed. The sm80 kernel and the tile sweep are timed on their own, after.
 
     python scripts/bench_attention.py                      # full table -> bench/results/attention.json
     python scripts/bench_attention.py --seqlens 1024 4096 --dims 128 --dtypes float16
@@ -92,6 +95,28 @@ def time_fn(torch, fn, reps: int, trials: int) -> float:
         torch.cuda.synchronize()
         results.append(s.elapsed_time(e) * 1e3 / reps)
     return statistics.median(results)
+
+
+def time_interleaved(torch, fns: dict, reps: int, trials: int) -> dict:
+    """time_fn for several callables at once: {name: median us}. Trial t times each callable once,
+    the order rotated by t, so no callable always runs first or always follows the same one."""
+    for fn in fns.values():
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    names = list(fns)
+    results = {n: [] for n in names}
+    for trial in range(trials):
+        k = trial % len(names)
+        for n in names[k:] + names[:k]:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(reps):
+                fns[n]()
+            e.record()
+            torch.cuda.synchronize()
+            results[n].append(s.elapsed_time(e) * 1e3 / reps)
+    return {n: statistics.median(v) for n, v in results.items()}
 
 
 def max_diff(torch, a, b) -> float:
@@ -192,12 +217,63 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
         return attention_kernel_name(_C, case["dtype"], q, k, v, out, scale=d ** -0.5, causal=causal, **mask_kw)
 
     row["ours_kernel"] = kernel_name()
-    us = time_fn(torch, ours, args.reps, args.trials)
+    # What is timed interleaved (time_interleaved): ours, the unmasked problem, the baselines.
+    timed = {"ours": ours}
     if mask is not None:
         # The same problem without the mask (what the masked kernel should approach; `mine` keeps
         # the masked output for the comparisons below).
-        row["ours_unmasked_us"] = round(time_fn(
-            torch, lambda: ops.attention(q, k, v, causal=causal, out=out), args.reps, args.trials), 1)
+        timed["ours_unmasked"] = lambda: ops.attention(q, k, v, causal=causal, out=out)
+
+    backend_enum = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                    "efficient": SDPBackend.EFFICIENT_ATTENTION}
+    for name in BACKENDS:
+        def fn(backend=backend_enum[name]):
+            with sdpa_kernel([backend]):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+
+        try:
+            ref = fn()
+            torch.cuda.synchronize()
+            diff = max_diff(torch, ref, mine)
+            del ref
+            if not diff <= 0.05:
+                raise RuntimeError(f"differs from ours by {diff:.3g}")
+            timed[name] = fn
+        except Exception as e:  # noqa: BLE001 - a backend that cannot run this case is reported
+            row[f"{name}_us"] = None
+            row[f"{name}_note"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+
+    row["ort_us"] = None
+    if ort is None:
+        row["ort_note"] = "onnxruntime-gpu not importable"
+    else:
+        ort_out = torch.empty_like(q3)
+        fn, note = ort_mha(ort, torch, case, q3, k3, v3, ort_out, stream_ptr, device_index, key_lengths)
+        row["ort_note"] = note
+        if fn is not None:
+            try:
+                fn()
+                torch.cuda.synchronize()
+                diff = max_diff(torch, ort_out, mine.transpose(1, 2).reshape(b, s, h * d))
+                if not diff <= 0.05:
+                    raise RuntimeError(f"differs from ours by {diff:.3g}")
+                timed["ort"] = fn
+            except Exception as e:  # noqa: BLE001
+                row["ort_note"] = f"{note}; {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+    times = time_interleaved(torch, timed, args.reps, args.trials)
+    us = times.pop("ours")
+    row["ours_us"] = round(us, 1)
+    row["ours_tflops"] = round(case["flops"] / us / 1e6, 1)
+    if "ours_unmasked" in times:
+        row["ours_unmasked_us"] = round(times.pop("ours_unmasked"), 1)
+    for name, t in times.items():
+        row[f"{name}_us"] = round(t, 1)
+        row[f"{name}_tflops"] = round(case["flops"] / t / 1e6, 1)
+        row[f"x_{name}"] = round(t / us, 3)
+    del timed
+    torch.cuda.empty_cache()
+
     # The mma.sync kernel (the path for GPUs other than sm_90) on the same inputs.
     previous = _C.attention_set_path("sm80")
     try:
@@ -223,52 +299,6 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
                 _C.attention_set_tile_variant(0)
         row["tile_sweep_tflops"] = sweep
         print(f"  tile sweep: {sweep}", flush=True)
-    row["ours_us"] = round(us, 1)
-    row["ours_tflops"] = round(case["flops"] / us / 1e6, 1)
-
-    backend_enum = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-                    "efficient": SDPBackend.EFFICIENT_ATTENTION}
-    for name in BACKENDS:
-        try:
-            with sdpa_kernel([backend_enum[name]]):
-                def fn():
-                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                                                            is_causal=causal)
-
-                ref = fn()
-                torch.cuda.synchronize()
-                diff = max_diff(torch, ref, mine)
-                if not diff <= 0.05:
-                    raise RuntimeError(f"differs from ours by {diff:.3g}")
-                t = time_fn(torch, fn, args.reps, args.trials)
-            row[f"{name}_us"] = round(t, 1)
-            row[f"{name}_tflops"] = round(case["flops"] / t / 1e6, 1)
-            row[f"x_{name}"] = round(t / us, 3)
-        except Exception as e:  # noqa: BLE001 - a backend that cannot run this case is reported
-            row[f"{name}_us"] = None
-            row[f"{name}_note"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-        torch.cuda.empty_cache()
-
-    row["ort_us"] = None
-    if ort is None:
-        row["ort_note"] = "onnxruntime-gpu not importable"
-    else:
-        ort_out = torch.empty_like(q3)
-        fn, note = ort_mha(ort, torch, case, q3, k3, v3, ort_out, stream_ptr, device_index, key_lengths)
-        row["ort_note"] = note
-        if fn is not None:
-            try:
-                fn()
-                torch.cuda.synchronize()
-                diff = max_diff(torch, ort_out, out3.copy_(mine.transpose(1, 2).reshape(b, s, h * d)))
-                if not diff <= 0.05:
-                    raise RuntimeError(f"differs from ours by {diff:.3g}")
-                t = time_fn(torch, fn, args.reps, args.trials)
-                row["ort_us"] = round(t, 1)
-                row["ort_tflops"] = round(case["flops"] / t / 1e6, 1)
-                row["x_ort"] = round(t / us, 3)
-            except Exception as e:  # noqa: BLE001
-                row["ort_note"] = f"{note}; {type(e).__name__}: {str(e).splitlines()[0][:160]}"
     return row
 
 
@@ -330,7 +360,8 @@ def main(argv=None) -> int:
                         "onnxruntime": getattr(ort, "__version__", None) if ort else None,
                         "trt_fastops": trt_fastops.__version__, "driver": driver_version()},
            "gemm_bf16_tflops": round(gemm, 1),
-           "method": f"mean of {args.reps} back-to-back calls between CUDA events, median of {args.trials} trials; "
+           "method": f"mean of {args.reps} back-to-back calls between CUDA events, median of {args.trials} trials, "
+                     "ours and the baselines interleaved (each trial times each once, the order rotated); "
                      "flops = 4*B*H*S*S*D (halved for causal)",
            "seconds": round(time.perf_counter() - t0, 1), "errors": errors, "rows": rows}
     return write_results(args.out, doc, errors, table(rows, gemm))
