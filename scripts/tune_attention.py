@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """A/B timing of our attention kernel's variants and causal schedules, interleaved.
 
-bench_attention.py times each variant in turn, so slow drifts of the GPU's clocks land on
-whichever variant runs last. Here every trial times every configuration once, in turn,
-and the median over trials is reported, so configurations are compared under the same
-conditions. Same cases as bench_attention.py (batch * seqlen = 16k tokens, hidden 2048).
+Timing each variant in a block of its own lets slow drifts of the GPU's clocks land on
+whichever variant runs last. Here every trial times every configuration once, the order
+rotated from trial to trial (a configuration timed right after a different kernel runs a few
+per cent slower, bench/NOTES-attention.md item 41), and the median over trials is reported,
+so configurations are compared under the same conditions. Same cases as bench_attention.py
+(batch * seqlen = 16k tokens, hidden 2048).
 
     python scripts/tune_attention.py --variants 0 3 --schedules -1 0 8 32 --seqlens 512 4096
     python scripts/tune_attention.py --graph --shapes 1x12x128x64 8x12x512x64 --mask padding --paths auto wgmma sm80
@@ -159,7 +161,8 @@ def main() -> int:
                         oi.copy_(y)
 
         for trial in range(args.trials + 1):  # trial 0 warms up and checks
-            for c in configs:
+            k = trial % len(configs)
+            for c in configs[k:] + configs[:k]:
                 run = {"cudnn": cudnn, "before-only": gemm_only}.get(c[0], ours)
                 previous = _C.attention_set_path("auto" if c[0] in ("cudnn", "before-only") else c[0])
                 _C.attention_set_tile_variant(c[1])
