@@ -82,24 +82,13 @@ def plan(args) -> list[dict]:
 
 def time_fn(torch, fn, reps: int, trials: int) -> float:
     """Median over trials of the mean time (us) of `reps` back-to-back calls."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    results = []
-    for _ in range(trials):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record()
-        torch.cuda.synchronize()
-        results.append(s.elapsed_time(e) * 1e3 / reps)
-    return statistics.median(results)
+    return time_interleaved(torch, {"fn": fn}, reps, trials)["fn"]
 
 
 def time_interleaved(torch, fns: dict, reps: int, trials: int) -> dict:
-    """time_fn for several callables at once: {name: median us}. Trial t times each callable once,
-    the order rotated by t, so no callable always runs first or always follows the same one."""
+    """{name: median over trials of the mean time (us) of `reps` back-to-back calls}, after 3
+    warm-up calls each. Trial t times each callable once, the order rotated by t, so no callable
+    always runs first or always follows the same one."""
     for fn in fns.values():
         for _ in range(3):
             fn()

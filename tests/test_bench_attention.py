@@ -1,0 +1,64 @@
+"""scripts/bench_attention.py without a GPU: the interleaved timing (time_interleaved) times
+every callable once per trial, rotates the order from trial to trial and reports each one's
+median, with a stand-in for torch's CUDA events."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "scripts" / "bench_attention.py"
+_spec = importlib.util.spec_from_file_location("bench_attention_under_test", _PATH)
+ba = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = ba
+_spec.loader.exec_module(ba)
+
+
+class FakeClock:
+    """CUDA events on a fake device clock: each callable advances it by its own cost (ms)."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.calls = []
+
+    def event(self, enable_timing=True):
+        clock = self
+
+        class Event:
+            def record(self):
+                self.t = clock.now
+
+            def elapsed_time(self, end):
+                return end.t - self.t
+
+        return Event()
+
+    def torch(self):
+        return SimpleNamespace(cuda=SimpleNamespace(Event=self.event, synchronize=lambda: None))
+
+    def fn(self, name, cost_ms):
+        def call():
+            self.calls.append(name)
+            self.now += cost_ms
+        return call
+
+
+def test_each_callable_timed_every_trial_in_rotated_order():
+    clock = FakeClock()
+    fns = {n: clock.fn(n, c) for n, c in (("ours", 0.1), ("flash", 0.2), ("cudnn", 0.3))}
+    times = ba.time_interleaved(clock.torch(), fns, reps=2, trials=4)
+    assert times == pytest.approx({"ours": 100.0, "flash": 200.0, "cudnn": 300.0})  # us per call
+    warmup, timed = clock.calls[:9], clock.calls[9:]
+    assert warmup == ["ours"] * 3 + ["flash"] * 3 + ["cudnn"] * 3
+    firsts = [timed[i * 6] for i in range(4)]  # each trial: 3 callables x 2 reps
+    assert firsts == ["ours", "flash", "cudnn", "ours"]
+    assert all(timed.count(n) == 8 for n in fns)
+
+
+def test_time_fn_is_the_one_callable_case():
+    clock = FakeClock()
+    assert ba.time_fn(clock.torch(), clock.fn("f", 0.5), reps=4, trials=3) == pytest.approx(500.0)
+    assert clock.calls == ["f"] * (3 + 4 * 3)
