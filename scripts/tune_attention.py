@@ -3,10 +3,12 @@
 
 Timing each variant in a block of its own lets slow drifts of the GPU's clocks land on
 whichever variant runs last. Here every trial times every configuration once, the order
-rotated from trial to trial (a configuration timed right after a different kernel runs a few
-per cent slower, bench/NOTES-attention.md item 41), and the median over trials is reported,
-so configurations are compared under the same conditions. Same cases as bench_attention.py
-(batch * seqlen = 16k tokens, hidden 2048).
+rotated from trial to trial so that none always opens a trial, and the median over trials is
+reported. Rotation keeps each configuration's predecessor, and one timed right after a
+different kernel runs a few per cent slower than one timed after itself (bench/NOTES-
+attention.md item 41): compare configurations that sit alike (auto/v0 with cudnn/v0, which
+both follow a different kernel; not cudnn/v0 with cudnn/v2). Same cases as
+bench_attention.py (batch * seqlen = 16k tokens, hidden 2048).
 
     python scripts/tune_attention.py --variants 0 3 --schedules -1 0 8 32 --seqlens 512 4096
     python scripts/tune_attention.py --graph --shapes 1x12x128x64 8x12x512x64 --mask padding --paths auto wgmma sm80
@@ -161,8 +163,8 @@ def main() -> int:
                         oi.copy_(y)
 
         for trial in range(args.trials + 1):  # trial 0 warms up and checks
-            k = trial % len(configs)
-            for c in configs[k:] + configs[:k]:
+            rot = trial % len(configs)  # (not k: that is the keys)
+            for c in configs[rot:] + configs[:rot]:
                 run = {"cudnn": cudnn, "before-only": gemm_only}.get(c[0], ours)
                 previous = _C.attention_set_path("auto" if c[0] in ("cudnn", "before-only") else c[0])
                 _C.attention_set_tile_variant(c[1])
