@@ -102,7 +102,9 @@ def main() -> int:
     ap.add_argument("--variants", type=int, nargs="+", default=[0], help="tile variants (attention_set_tile_variant)")
     ap.add_argument("--schedules", type=int, nargs="+", default=[-1],
                     help="causal schedules (attention_set_causal_schedule; ignored for non-causal cases)")
-    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=20,
+                    help="calls per timed block, as bench_attention.py (10 or fewer read a burst regime in which "
+                         "our kernel looks closer to cuDNN than it runs sustained: bench/NOTES-attention.md item 42)")
     ap.add_argument("--trials", type=int, default=9)
     ap.add_argument("--graph", action="store_true",
                     help="time CUDA-graph replays of --reps calls (small cases: eager timing is Python launch cost)")
