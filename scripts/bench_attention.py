@@ -237,16 +237,16 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
         row["ort_note"] = "onnxruntime-gpu not importable"
     else:
         ort_out = torch.empty_like(q3)
-        fn, note = ort_mha(ort, torch, case, q3, k3, v3, ort_out, stream_ptr, device_index, key_lengths)
+        ort_fn, note = ort_mha(ort, torch, case, q3, k3, v3, ort_out, stream_ptr, device_index, key_lengths)
         row["ort_note"] = note
-        if fn is not None:
+        if ort_fn is not None:
             try:
-                fn()
+                ort_fn()
                 torch.cuda.synchronize()
                 diff = max_diff(torch, ort_out, mine.transpose(1, 2).reshape(b, s, h * d))
                 if not diff <= 0.05:
                     raise RuntimeError(f"differs from ours by {diff:.3g}")
-                timed["ort"] = fn
+                timed["ort"] = ort_fn
             except Exception as e:  # noqa: BLE001
                 row["ort_note"] = f"{note}; {type(e).__name__}: {str(e).splitlines()[0][:160]}"
 
