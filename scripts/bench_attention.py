@@ -17,9 +17,9 @@ for any attention kernel.
 Timing: after warm-up, the average of `reps` back-to-back calls between two CUDA events
 (kernels here take 0.1-10 ms, so launch overhead is noise); median of `trials` such runs.
 Ours and the baselines are timed interleaved: each trial times every one of them once, in an
-order rotated from trial to trial, so a drift of the machine (clocks, caches, what ran just
-before) lands on all of them alike. Every backend's output is checked against ours before it
-is timed. The sm80 kernel and the tile sweep are timed on their own, after.
+order rotated from trial to trial, so a drift of the machine (clocks, temperature) lands on all
+of them alike and each follows a different kernel. Every backend's output is checked against
+ours before it is timed. The sm80 kernel and the tile sweep are timed on their own, after.
 
     python scripts/bench_attention.py                      # full table -> bench/results/attention.json
     python scripts/bench_attention.py --seqlens 1024 4096 --dims 128 --dtypes float16
@@ -88,7 +88,8 @@ def time_fn(torch, fn, reps: int, trials: int) -> float:
 def time_interleaved(torch, fns: dict, reps: int, trials: int) -> dict:
     """{name: median over trials of the mean time (us) of `reps` back-to-back calls}, after 3
     warm-up calls each. Trial t times each callable once, the order rotated by t, so no callable
-    always runs first or always follows the same one."""
+    always opens a trial. Rotation keeps each one's predecessor, which here is always a different
+    kernel (a callable timed right after itself reads faster: bench/NOTES-attention.md item 41)."""
     for fn in fns.values():
         for _ in range(3):
             fn()
