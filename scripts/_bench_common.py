@@ -55,6 +55,11 @@ CLOCK_CASES = [(64, 32, 32, 512, False), (64, 16, 32, 1024, False), (64, 4, 32, 
                (64, 16, 32, 1024, True), (128, 16, 16, 1024, True)]
 
 
+def stamp_cycles(a: float, b: float) -> float:
+    """Cycles from stamp a to stamp b: the patches store clock64's low 24 bits (exact in a float)."""
+    return (b - a) % (1 << 24)
+
+
 def clock_stamp_run(torch, ops, d: int, b: int, h: int, s: int, causal: bool):
     """Runs attention on random fp16 [b, h, s, d] inputs through a build with one of the
     bench/*_clocks.patch measurement patches, which write clock stamps into the lse output.

@@ -22,17 +22,12 @@ import torch
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
-from scripts._bench_common import clock_stamp_run  # noqa: E402
+from scripts._bench_common import clock_stamp_run, stamp_cycles as cycles  # noqa: E402
 from trt_fastops import ops  # noqa: E402
 
-WRAP = 1 << 24
 SLOTS = 12
 STEPS = ["Q wait", "K wait", "turn", "S_0", "softmax_0", "loop", "V wait", "turn", "last P V", "epilogue"]
 CASES = [(128, 16, 16, 1024, False), (128, 4, 16, 4096, False), (64, 16, 32, 1024, False), (64, 16, 32, 1024, True)]
-
-
-def cycles(a: float, b: float) -> float:
-    return (b - a) % WRAP
 
 
 def run(d: int, b: int, h: int, s: int, causal: bool) -> None:

@@ -19,14 +19,8 @@ import torch
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
-from scripts._bench_common import CLOCK_CASES, clock_stamp_run  # noqa: E402
+from scripts._bench_common import CLOCK_CASES, clock_stamp_run, stamp_cycles as cycles  # noqa: E402
 from trt_fastops import ops  # noqa: E402
-
-WRAP = 1 << 24
-
-
-def cycles(a: float, b: float) -> float:
-    return (b - a) % WRAP
 
 
 def run(d: int, b: int, h: int, s: int, causal: bool) -> None:
