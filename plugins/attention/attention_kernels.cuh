@@ -28,6 +28,32 @@ namespace trt_fastops::attention {
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
+// n / d for 0 <= n < 2^31 by a multiply-high and a shift, the divisor's
+// constants set on the host (CUTLASS's FastDivmod scheme): a run-time integer
+// division is a ~20-instruction dependent sequence, and every tile starts with
+// three to five of them (tile_head, block_work).
+struct FastDiv {
+  int d = 1;
+  uint32_t mul = 0, shift = 0;
+  static FastDiv make(int divisor) {
+    FastDiv f;
+    f.d = divisor;
+    if (divisor > 1) {
+      int log2_ceil = 0;
+      while ((int64_t(1) << log2_ceil) < divisor) ++log2_ceil;
+      const int p = 31 + log2_ceil;
+      f.mul = uint32_t(((uint64_t(1) << p) + uint64_t(divisor) - 1) / uint64_t(divisor));
+      f.shift = uint32_t(p - 32);
+    }
+    return f;
+  }
+#ifdef __CUDACC__
+  __device__ __forceinline__ int div(int n) const {
+    return d == 1 ? n : int(__umulhi(uint32_t(n), mul) >> shift);
+  }
+#endif
+};
+
 // Kernel arguments (the launcher derives them from AttentionParams).
 struct FlashArgs {
   const void* q;
@@ -40,6 +66,8 @@ struct FlashArgs {
   int bh_count, m_blocks;
   int m_shift;          // rows query block 0 starts before row 0 (see make_args); they are never stored
   int lpt_heads;        // > 0: tile order in sections of this many heads (see block_work); 0: head-major
+  FastDiv div_m_blocks, div_q_heads, div_group, div_section, div_lpt_heads;  // by m_blocks, q_heads, group,
+                                                                            // lpt_heads * m_blocks, lpt_heads
   float scale_log2;     // scale * log2(e)
   float softcap;        // 0: none
   float scale_softcap;  // scale / softcap
@@ -141,17 +169,18 @@ __device__ __forceinline__ int tile_head(const FlashArgs& a, int tile, int& m_bl
     // heaviest, ...: consecutive tiles cost about the same, so a persistent
     // grid walking them round robin stays balanced.
     const int per_section = a.lpt_heads * a.m_blocks;
-    const int section = tile / per_section;
+    const int section = a.div_section.div(tile);
     const int first = section * a.lpt_heads;
     const int heads = min(a.lpt_heads, a.bh_count - first);
     const int r = tile - section * per_section;
-    bh = first + r % heads;
-    m_block = a.m_blocks - 1 - r / heads;
+    const int q = heads == a.lpt_heads ? a.div_lpt_heads.div(r) : r / heads;  // the last section may be short
+    bh = first + (r - q * heads);
+    m_block = a.m_blocks - 1 - q;
   } else {
     // Consecutive tiles share a head (its K/V stay in L2 while all its query
     // blocks read them); within a head the heaviest (causal: last) block first.
-    bh = tile / a.m_blocks;
-    m_block = a.m_blocks - 1 - tile % a.m_blocks;
+    bh = a.div_m_blocks.div(tile);
+    m_block = a.m_blocks - 1 - (tile - bh * a.m_blocks);
   }
   return bh;
 }
@@ -165,9 +194,9 @@ __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
   BlockWork w;
   int m_block;
   w.bh = tile_head(a, tile, m_block);
-  w.b = w.bh / a.q_heads;
-  w.h = w.bh % a.q_heads;
-  w.kvh = w.h / a.group;
+  w.b = a.div_q_heads.div(w.bh);
+  w.h = w.bh - w.b * a.q_heads;
+  w.kvh = a.div_group.div(w.h);
   w.m0 = m_block * BM - a.m_shift;
   // Keys past n_end are masked for every row of this block.
   int64_t n_end = a.kv_len;

@@ -69,6 +69,9 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m, bool q_by_tma)
   a.bh_count = int(p.batch * p.q_heads);
   a.m_blocks = int((p.q_len + block_m - 1) / block_m);
   a.m_shift = p.causal && q_by_tma ? int(int64_t(a.m_blocks) * block_m - p.q_len) : 0;
+  a.div_m_blocks = FastDiv::make(a.m_blocks);
+  a.div_q_heads = FastDiv::make(a.q_heads);
+  a.div_group = FastDiv::make(a.group);
   a.scale_log2 = p.scale * LOG2E;
   a.softcap = p.softcap;
   a.scale_softcap = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
@@ -125,6 +128,8 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     if (section_mib > 0) {
       const int64_t kv_head_bytes = std::max<int64_t>(p.kv_len * (p.head_dim + p.v_head_dim) * 2, 1);
       a.lpt_heads = int(std::clamp<int64_t>((int64_t(section_mib) << 20) / kv_head_bytes, 1, a.bh_count));
+      a.div_section = FastDiv::make(a.lpt_heads * a.m_blocks);
+      a.div_lpt_heads = FastDiv::make(a.lpt_heads);
     }
   }
   kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
