@@ -99,9 +99,10 @@ def run_case(torch, check, make_inputs, case) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--paths", default="auto,auto-m64,auto-m128,auto-m192,wgmma,sm80",
+    ap.add_argument("--paths", default="auto,auto-m64,auto-m128,auto-m192,auto-consumer-store,wgmma,sm80",
                     help="comma-separated kernel paths (_C.attention_set_path; auto-m64 / m128 / m192: auto with "
-                         "d64's rows per tile forced), default all")
+                         "d64's rows per tile forced; auto-consumer-store: the output stored by the consumer "
+                         "warps), default all")
     args = ap.parse_args(argv)
     if args.list:
         for c in CASES:
@@ -120,7 +121,8 @@ def main(argv=None) -> int:
 
     failed = 0
     # On an H100: the warp-specialised TMA kernel (its default tiles, then each of d64's row
-    # counts forced), the plain wgmma kernel, the mma.sync kernel.
+    # counts forced, then its output stored by the consumers), the plain wgmma kernel, the
+    # mma.sync kernel.
     for path in args.paths.split(","):
         set_kernel_path(path)
         for case in CASES:

@@ -111,4 +111,11 @@ AttentionPath attention_set_path(AttentionPath path);
 // the previous setting.
 int attention_set_causal_schedule(int section_mib);
 
+// Test and benchmark hook: how the warp-specialised kernel's output leaves
+// from now on, process-wide: automatic = TMA stores issued by a producer warp
+// (where the output admits a tensor map), consumers = each consumer warp's own
+// 16-byte stores. Returns the previous setting.
+enum class AttentionStore : int { automatic = 0, consumers = 1 };
+AttentionStore attention_set_output_store(AttentionStore store);
+
 }  // namespace trt_fastops::attention

@@ -85,7 +85,8 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 }
 
 // A [batch, heads, len, dim] strided view as a 4-D tensor map (dim innermost),
-// boxes of 64 dims x `rows`, 128-byte swizzle, zeros outside the tensor.
+// boxes of 64 dims x `rows`, 128-byte swizzle; loads read zeros outside the
+// tensor and stores leave it unwritten.
 bool encode_view(CUtensorMap* map, DType dtype, const void* base, const TensorView& view, int64_t batch, int64_t heads,
                  int64_t len, int64_t dim, int rows) {
   const auto encode = tensor_map_encoder();
@@ -107,10 +108,16 @@ bool encode_view(CUtensorMap* map, DType dtype, const void* base, const TensorVi
   return r == CUDA_SUCCESS;
 }
 
+// Q, K and V must have maps; the output's is optional (without it, or with
+// attention_set_output_store's consumers, they store their rows themselves).
 bool encode_maps(const AttentionParams& p, int block_m, int block_n, TmaMaps* maps) {
-  return encode_view(&maps->q, p.dtype, p.q, p.q_view, p.batch, p.q_heads, p.q_len, p.head_dim, block_m) &&
-         encode_view(&maps->k, p.dtype, p.k, p.k_view, p.batch, p.kv_heads, p.kv_len, p.head_dim, block_n) &&
-         encode_view(&maps->v, p.dtype, p.v, p.v_view, p.batch, p.kv_heads, p.kv_len, p.v_head_dim, block_n);
+  if (!encode_view(&maps->q, p.dtype, p.q, p.q_view, p.batch, p.q_heads, p.q_len, p.head_dim, block_m) ||
+      !encode_view(&maps->k, p.dtype, p.k, p.k_view, p.batch, p.kv_heads, p.kv_len, p.head_dim, block_n) ||
+      !encode_view(&maps->v, p.dtype, p.v, p.v_view, p.batch, p.kv_heads, p.kv_len, p.v_head_dim, block_n))
+    return false;
+  maps->o_mapped = output_store_by_tma() &&
+                   encode_view(&maps->o, p.dtype, p.out, p.out_view, p.batch, p.q_heads, p.q_len, p.v_head_dim, 64);
+  return true;
 }
 
 // Key-padding masks (one row for every query) that KeyRowMaskPacked can hold:

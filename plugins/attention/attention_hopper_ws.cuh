@@ -6,7 +6,8 @@
 //     issues TMA loads of Q once and of K_j / V_j into a STAGES-deep ring of
 //     shared-memory buffers; each buffer has a "full" mbarrier (completed by
 //     the TMA byte count) and an "empty" one (completed when all 8 consumer
-//     warps are done reading it).
+//     warps are done reading it). Warp 2 sends each consumer's output rows,
+//     staged in shared memory, out with TMA stores.
 //   consumers (warpgroups 1.., 64 rows each, registers raised; 2 consumers at
 //     240 registers for d128, 3 at 160 for d64, where the exponentials weigh more,
 //     1 at 224 with two CTAs per SM for d64 grids that would leave SMs idle):
@@ -34,10 +35,16 @@
 
 namespace trt_fastops::attention {
 
-// Tensor maps of Q, K and V as 4-D tensors (dim, seq, head, batch), boxes of
-// 64 dims x BLOCK_M (Q) or BLOCK_N (K, V) rows.
+// Tensor maps of Q, K, V and the output as 4-D tensors (dim, seq, head,
+// batch), boxes of 64 dims x BLOCK_M (Q), BLOCK_N (K, V) or 64 (the output:
+// one consumer's rows) rows.
 struct TmaMaps {
-  CUtensorMap q, k, v;
+  CUtensorMap q, k, v, o;
+  // 0: no map for the output (or attention_set_output_store's consumers): the
+  // consumers store their rows themselves. Also keeps ptxas's uniform datapath
+  // in the consumer loop: without that cold copy the loop's descriptors went
+  // through R2UR before every wgmma (ptxas 13.0, bench/NOTES-attention.md item 45).
+  int o_mapped;
 };
 
 template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
@@ -64,11 +71,12 @@ struct HopperWsConfig {
   // Q, the output staging tile (so the next tile's Q can land during this
   // tile's last P V and epilogue), STAGES x (K, V), 1024 bytes of alignment
   // slack, then the barriers: q_full, q_empty, k_full[STAGES], v_full[STAGES],
-  // k_empty[STAGES], v_empty[STAGES], scan_full[2], scan_empty[2], then the
+  // k_empty[STAGES], v_empty[STAGES], scan_full[2], scan_empty[2],
+  // o_full[CONSUMERS], o_empty, then the
   // key-padding data: a two-slot ring of mask bounds from the scanning warp to
   // the issuing thread (2 x 2 ints) and the current tile's block counts for the
   // consumers (2 ints).
-  static constexpr int BARRIERS = 2 + 4 * STAGES + 4;
+  static constexpr int BARRIERS = 2 + 4 * STAGES + 4 + CONSUMERS + 1;
   static constexpr int SMEM_BYTES = (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8 + 6 * 4;
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
@@ -121,7 +129,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   uint64_t* v_empty = k_empty + STAGES;
   uint64_t* scan_full = v_empty + STAGES;  // KEY_ROW: slot s of the scan ring written / read
   uint64_t* scan_empty = scan_full + 2;
-  int* scan_slots = reinterpret_cast<int*>(scan_empty + 2);  // per slot: zero_end, live_end
+  uint64_t* o_full = scan_empty + 2;       // consumer c's rows of s_o staged
+  uint64_t* o_empty = o_full + CONSUMERS;  // s_o read by the tile's stores
+  int* scan_slots = reinterpret_cast<int*>(o_empty + 1);  // per slot: zero_end, live_end
   int* key_blocks = scan_slots + 4;                          // the current tile's, for the consumers
   constexpr bool key_row = MASKED && KEY_ROW;
 
@@ -142,6 +152,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         mbar_init(scan_empty + sl, 1);
       }
     }
+    for (int c = 0; c < CONSUMERS; ++c) mbar_init(o_full + c, 128);  // the consumer's threads
+    mbar_init(o_empty, 32);  // the store warp's lanes
     mbar_init_fence();
   }
   __syncthreads();
@@ -223,6 +235,44 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         }
         __syncwarp();
       }
+    } else if (warp == 2) {
+      // Output stores: each consumer stages its 64 rows in its part of s_o and
+      // goes on to its next tile; lane 0 sends them with TMA stores (a warp
+      // outside the consumers, so their registers hold no tensor-map
+      // addresses) and frees s_o once the tile's stores have read it. Rows past
+      // q_len are clipped, but a box that starts before row 0 (m_shift) is an
+      // illegal instruction on the H100: the warp copies those rows itself.
+      if (lane == 0) tma_prefetch_descriptor(&maps.o);
+      for (int it = 0;; ++it) {
+        const int tile = persistent_tile(it, a.lpt_heads > 0);
+        if (tile >= tiles) break;
+        int m_block;
+        const int bh = tile_head(a, tile, m_block);
+        const int b = a.div_q_heads.div(bh), h = bh - b * a.q_heads;
+        const int m0 = m_block * BM - a.m_shift;
+        for (int c = 0; c < CONSUMERS; ++c) {
+          mbar_wait(o_full + c, it & 1);
+          const int row0 = m0 + 64 * c;
+          if (!maps.o_mapped || row0 + 64 <= 0 || row0 >= a.q_len) continue;  // stored by the consumers / no rows
+          if (row0 >= 0) {
+            if (lane == 0) {
+#pragma unroll
+              for (int at = 0; at < ATOMS; ++at)
+                tma_store_4d(&maps.o, s_o + at * BM * 64 + c * 64 * 64, at * 64, row0, h, b);
+              tma_store_commit();
+            }
+          } else {
+            // 4-byte steps: the producer's 24 registers hold no 16-byte ones beside the loop's state.
+            copy_staged_rows<T, 64, D, uint32_t, 1>(
+                a, static_cast<T*>(a.out) + b * a.o_sb + h * a.o_sh, row0, 64 * c, lane,
+                [&](int row, int col) { return s_o + sw128_offset<BM>(row, col); });
+          }
+        }
+        // Every lane releases its own reads of s_o (the copies'; lane 0's TMA stores').
+        if (lane == 0) tma_store_wait<0, true>();
+        mbar_arrive(o_empty);
+      }
+      if (lane == 0) tma_store_wait<0, false>();  // the rows written before the CTA exits
     }
   } else {
     setmaxnreg_inc<CFG::CONSUMER_REGISTERS>();
@@ -387,11 +437,16 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         release(v_empty + st);
         ++kv;
       }
-      // Each warp stages its output rows in its own rows of s_o (the
-      // __syncwarp orders them after this warp's reads of the previous tile).
-      __syncwarp();
-      store_output<T, 1, DT, true>(a, w, o, row_max, row_sum, warp_row0, g, t, lane,
-                                   [&](int row, int col) { return s_o + sw128_offset<BM>(row, col); });
+      // s_o is free once the previous tile's TMA stores have read it (a tile
+      // ago: no wait in practice). One barrier for all consumers: a wait on a
+      // per-consumer address took the whole loop off the uniform datapath in
+      // ptxas 13.0 (descriptors through R2UR before every wgmma).
+      if (it > 0) mbar_wait(o_empty, (it - 1) & 1);
+      store_output<T, 1, DT, true>(
+          a, w, o, row_max, row_sum, warp_row0, g, t, lane,
+          [&](int row, int col) { return s_o + sw128_offset<BM>(row, col); }, !maps.o_mapped);
+      fence_proxy_async_shared();  // the staged rows, before the TMA store reads them
+      mbar_arrive(o_full + cg);
     }
     if constexpr (CFG::PING_PONG) {
       if (cg == 0) named_barrier_sync(1, 256);  // the last consumer's final arrival

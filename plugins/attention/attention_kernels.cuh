@@ -623,13 +623,35 @@ __device__ __forceinline__ void pack_p(const float (&s)[MT][NT][4], uint32_t (&a
     }
 }
 
+// A warp's copy of ROWS staged output rows, stage(local_row0 + r, col), to
+// the output rows first_row + r of `out` (one head's), a V (16 or 4 bytes)
+// per lane and step; rows before 0 or past q_len and columns past v_head_dim
+// are skipped. DIMS: the staged row's width in elements.
+template <typename T, int ROWS, int DIMS, typename V = uint4,
+          int UNROLL = ROWS * DIMS * int(sizeof(T)) / int(sizeof(V)) / 32, typename Stage>
+__device__ __forceinline__ void copy_staged_rows(const FlashArgs& a, T* out, int first_row, int local_row0, int lane,
+                                                 Stage stage) {
+  constexpr int PER = int(sizeof(V) / sizeof(T)), CHUNKS = DIMS / PER;  // elements per V, Vs per row
+#pragma unroll UNROLL
+  for (int idx = lane; idx < ROWS * CHUNKS; idx += 32) {
+    const int r = idx / CHUNKS, c = idx % CHUNKS;
+    const int row = first_row + r;
+    if (unsigned(row) < unsigned(a.q_len) && c * PER < a.v_head_dim) {
+      *reinterpret_cast<V*>(out + int64_t(row) * a.o_ss + c * PER) =
+          *reinterpret_cast<const V*>(stage(local_row0 + r, c * PER));
+    }
+  }
+}
+
 // Normalise, write lse and the output rows of this warp. ALIGNED: rows are
 // staged in shared memory at stage(local_row, col) (memory only this warp
-// uses now) and leave as 16-byte stores; otherwise element stores.
+// uses now) and leave as 16-byte stores, or (copy_out false) stay there for
+// the caller's TMA store; otherwise element stores.
 template <typename T, int MT, int DT, bool ALIGNED, typename Stage>
 __device__ __forceinline__ void store_output(const FlashArgs& a, const BlockWork& w, float (&o)[MT][DT][4],
                                              const float (&row_max)[MT][2], const float (&row_sum)[MT][2],
-                                             int warp_row0, int g, int t, int lane, Stage stage) {
+                                             int warp_row0, int g, int t, int lane, Stage stage,
+                                             bool copy_out = true) {
   T* out = static_cast<T*>(a.out) + w.b * a.o_sb + w.h * a.o_sh;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -662,18 +684,9 @@ __device__ __forceinline__ void store_output(const FlashArgs& a, const BlockWork
       }
     }
   }
-  if constexpr (ALIGNED) {
+  if (ALIGNED && copy_out) {
     __syncwarp();
-    constexpr int CHUNKS = DT;  // 16-byte chunks per row
-#pragma unroll
-    for (int idx = lane; idx < MT * 16 * CHUNKS; idx += 32) {
-      const int r = idx / CHUNKS, c = idx % CHUNKS;
-      const int row = w.m0 + warp_row0 + r;
-      if (unsigned(row) < unsigned(a.q_len) && c * 8 < a.v_head_dim) {
-        *reinterpret_cast<uint4*>(out + int64_t(row) * a.o_ss + c * 8) =
-            *reinterpret_cast<const uint4*>(stage(warp_row0 + r, c * 8));
-      }
-    }
+    copy_staged_rows<T, MT * 16, DT * 8>(a, out, w.m0 + warp_row0, warp_row0, lane, stage);
   }
 }
 

@@ -131,6 +131,18 @@ int attention_set_causal_schedule(int section_mib) { return g_causal_schedule.ex
 
 int causal_schedule_override() { return g_causal_schedule.load(std::memory_order_relaxed); }
 
+namespace {
+std::atomic<int> g_output_store{0};  // AttentionStore
+}  // namespace
+
+AttentionStore attention_set_output_store(AttentionStore store) {
+  return AttentionStore(g_output_store.exchange(int(store)));
+}
+
+bool output_store_by_tma() {
+  return g_output_store.load(std::memory_order_relaxed) == int(AttentionStore::automatic);
+}
+
 cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
   if (attention_unsupported_reason(p) != nullptr) return cudaErrorInvalidValue;
   if (p.batch == 0 || p.q_heads == 0 || p.q_len == 0) return cudaSuccess;

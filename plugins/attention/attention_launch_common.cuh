@@ -100,6 +100,8 @@ inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
 }
 // attention_set_causal_schedule's override, or -1 for the default.
 int causal_schedule_override();
+// attention_set_output_store: false while the consumers' own stores are forced.
+bool output_store_by_tma();
 
 
 // Launches one kernel instantiation (KERNEL is its address, so each gets its

@@ -79,6 +79,41 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tensor_map, u
 #endif
 }
 
+// TMA store of one box from shared memory into a 4-D tensor map (elements
+// outside the tensor are not written), in the issuing thread's bulk group.
+__device__ __forceinline__ void tma_store_4d(const void* tensor_map, const void* src, int c0, int c1, int c2, int c3) {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(tensor_map)),
+               "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_store_commit() {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most N of this thread's committed bulk groups are still
+// reading shared memory (READ) or still incomplete (their global writes too).
+template <int N, bool READ>
+__device__ __forceinline__ void tma_store_wait() {
+#ifdef TRT_FASTOPS_SM90A
+  if constexpr (READ) {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+  } else {
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+  }
+#endif
+}
+// Orders this thread's shared-memory writes before later reads of them by the
+// async proxy (a TMA store issued after a barrier).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void tma_prefetch_descriptor(const void* tensor_map) {
 #ifdef TRT_FASTOPS_SM90A
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tensor_map)) : "memory");

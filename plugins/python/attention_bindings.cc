@@ -155,6 +155,22 @@ void register_attention_bindings(py::module_& m) {
       "(the plain wgmma kernel instead of the warp-specialised one) or 'sm80' (always the mma.sync kernel);\n"
       "returns the previous setting.",
       py::arg("path"));
+  m.def(
+      "attention_set_output_store",
+      [](const std::string& store) {
+        static const char* const names[] = {"auto", "consumers"};
+        int next = -1;
+        for (int i = 0; i < 2; ++i)
+          if (store == names[i]) next = i;
+        if (next < 0)
+          throw py::value_error("attention_set_output_store: store must be 'auto' or 'consumers', got '" + store +
+                                "'");
+        return names[int(attention::attention_set_output_store(attention::AttentionStore(next)))];
+      },
+      "How the warp-specialised kernel's output leaves from now on, process-wide: 'auto' (TMA stores from a\n"
+      "producer warp where the output admits a tensor map) or 'consumers' (each consumer warp's own\n"
+      "16-byte stores); returns the previous setting.",
+      py::arg("store"));
 }
 
 }  // namespace trt_fastops::python

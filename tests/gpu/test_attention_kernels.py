@@ -28,26 +28,34 @@ DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 # auto with d64's rows per tile forced (attention_set_tile_variant; HopperTiles<64> in
 # attention_hopper.cu): 64 rows (one consumer, two CTAs per SM), 128 (two consumers) or 192 (three).
 TILE_PATHS = {"auto-m64": 3, "auto-m128": 1, "auto-m192": 2}
+# auto with the warp-specialised kernel's output stored by its consumers (attention_set_output_store)
+# instead of TMA stores from a producer warp.
+STORE_PATHS = {"auto-consumer-store": "consumers"}
+AUTO_PATHS = ("auto", *TILE_PATHS, *STORE_PATHS)
 
 
-def set_kernel_path(name: str) -> tuple[str, int]:
-    """Selects a kernel path ('auto', 'wgmma', 'sm80' or a TILE_PATHS key); returns the previous
-    (path, tile variant)."""
+def set_kernel_path(name: str) -> tuple[str, int, str]:
+    """Selects a kernel path ('auto', 'wgmma', 'sm80' or a TILE_PATHS / STORE_PATHS key); returns
+    the previous (path, tile variant, output store)."""
     native = ops._native()
-    path = "auto" if name in TILE_PATHS else name
-    return native.attention_set_path(path), native.attention_set_tile_variant(TILE_PATHS.get(name, 0))
+    path = "auto" if name in AUTO_PATHS else name
+    return (native.attention_set_path(path), native.attention_set_tile_variant(TILE_PATHS.get(name, 0)),
+            native.attention_set_output_store(STORE_PATHS.get(name, "auto")))
 
 
-@pytest.fixture(autouse=True, params=["auto", *TILE_PATHS, "wgmma", "sm80"])
+@pytest.fixture(autouse=True, params=[*AUTO_PATHS, "wgmma", "sm80"])
 def kernel_path(request):
     """Every test runs on each kernel family: 'auto' (on an H100 with an sm_90a build: the
     warp-specialised TMA kernel, or the plain wgmma kernel where it can't run), 'auto-m64' /
     'auto-m128' / 'auto-m192' (the same with d64's rows per tile forced: short grids otherwise
     take 64 rows, so the others' key-padding paths, the packed mask of the 192-row tile and the
     unpacked one of the 128-row tile, run here; masks that are not key padding take 128 rows),
-    'wgmma' (the plain wgmma kernel forced) and 'sm80' (the mma.sync kernel forced)."""
-    previous_path, previous_variant = set_kernel_path(request.param)
+    'auto-consumer-store' (the same with the output stored by the consumer warps, the kernel's
+    fallback where the output has no tensor map), 'wgmma' (the plain wgmma kernel forced) and
+    'sm80' (the mma.sync kernel forced)."""
+    previous_path, previous_variant, previous_store = set_kernel_path(request.param)
     yield request.param
+    ops._native().attention_set_output_store(previous_store)
     ops._native().attention_set_tile_variant(previous_variant)
     ops._native().attention_set_path(previous_path)
 
@@ -383,7 +391,7 @@ def test_key_padding_is_exact(kind, d, dtype, kernel_path):
         cut, cut_lse = ops.attention(q[r:r + 1], k[r:r + 1, :, :n], v[r:r + 1, :, :n], mask=mask[r:r + 1, ..., :n],
                                      return_lse=True)
         torch.cuda.synchronize()
-        if kernel_path not in ("auto", *TILE_PATHS) or torch.cuda.get_device_capability() != (9, 0):
+        if kernel_path not in AUTO_PATHS or torch.cuda.get_device_capability() != (9, 0):
             torch.testing.assert_close(out[r:r + 1], cut, rtol=2e-2, atol=2e-3)
             torch.testing.assert_close(lse[r:r + 1], cut_lse, rtol=1e-4, atol=1e-4)
             continue
@@ -484,6 +492,32 @@ def test_packed_bshd(offset, d):
 
 
 # ---------------------------------------------------------------------------
+# Output rows land in a view with guard rows before and after every head's rows,
+# which must stay untouched: causal tiles start before row 0 (m_shift), the
+# last tile runs past q_len, and whole consumers' rows fall outside the tensor
+# (the warp-specialised kernel's TMA stores and, on 'auto-consumer-store', its
+# consumers' own).
+@pytest.mark.parametrize("d,causal,sq,skv,offset", [(64, True, 1000, 1000, 0), (128, True, 1000, 300, -300),
+                                                    (64, False, 777, 1300, 0), (128, False, 130, 70, 0),
+                                                    (64, True, 65, 4097, 5), (64, True, 200, 333, 0)])
+def test_output_rows_only(d, causal, sq, skv, offset):
+    q, k, v = make_inputs(2, 8, 4, sq, skv, d, d, torch.bfloat16, seed=d + sq)
+    guard = 80
+    buf = torch.full((2, 8, sq + 2 * guard, d), 7.0, dtype=q.dtype, device=q.device)
+    out = buf[:, :, guard:guard + sq]
+    out.fill_(math.nan)
+    ops.attention(q, k, v, causal=causal, causal_offset=offset, out=out)
+    torch.cuda.synchronize()
+    assert bool((buf[:, :, :guard] == 7.0).all()) and bool((buf[:, :, guard + sq:] == 7.0).all()), \
+        "rows outside the output view were written"
+    assert not torch.isnan(out).any()
+    exact, _ = reference(q, k, v, causal=causal, causal_offset=offset)
+    naive, _ = reference(q, k, v, causal=causal, causal_offset=offset, compute_dtype=q.dtype)
+    bound = 2 * (naive.double() - exact).abs().max().item() + ATOL[q.dtype]
+    assert (out.double() - exact).abs().max().item() <= bound
+
+
+# ---------------------------------------------------------------------------
 # Edge sizes.
 def test_empty_kv_gives_zeros():
     q, k, v = make_inputs(2, 4, 4, 33, 0, 64, 64, torch.float16)
@@ -577,7 +611,7 @@ def test_path_choice(kernel_path):
     q, k, v = make_inputs(1, 2, 2, 64, 64, 128, 128, torch.float16)
     name = _kernel_name(q, k, v)
     hopper = torch.cuda.get_device_capability() == (9, 0) and "90a" in _C.build_info()["cuda_archs"]
-    if kernel_path in ("auto", *TILE_PATHS) and hopper:
+    if kernel_path in AUTO_PATHS and hopper:
         # A forced variant indexes every bucket's tuple: d128's third is its plain wgmma config.
         assert name.startswith("flash_fwd_wgmma<" if kernel_path == "auto-m192" else "flash_fwd_ws"), name
         # d256 has no warp-specialised tile: the plain wgmma kernel takes it.
@@ -585,7 +619,7 @@ def test_path_choice(kernel_path):
         assert _kernel_name(q2, k2, v2).startswith("flash_fwd_wgmma<")
         # d64: a grid under a wave takes the 64-row tile (two CTAs per SM), causal inputs 192 rows.
         q3, k3, v3 = make_inputs(1, 2, 2, 64, 64, 64, 64, torch.float16)
-        rows = {"auto": 64, "auto-m64": 64, "auto-m128": 128, "auto-m192": 192}[kernel_path]
+        rows = {"auto-m128": 128, "auto-m192": 192}.get(kernel_path, 64)
         assert f",m{rows},n128," in _kernel_name(q3, k3, v3)
         if kernel_path == "auto":
             assert ",m64,n128,w8,b2>" in _kernel_name(q3, k3, v3)
@@ -608,3 +642,10 @@ def test_path_names():
             native.attention_set_path("tma")
     finally:
         native.attention_set_path(previous)
+    previous = native.attention_set_output_store("consumers")
+    try:
+        assert native.attention_set_output_store("auto") == "consumers"
+        with pytest.raises(ValueError, match="'auto' or 'consumers'"):
+            native.attention_set_output_store("tma")
+    finally:
+        native.attention_set_output_store(previous)
