@@ -56,3 +56,23 @@ def test_device_queries_never_fail():
     n = _C.cuda_device_count()
     assert n >= 0
     assert len(_C.devices()) == n
+
+
+def test_attention_hooks_by_name():
+    # The process-wide attention hooks (no GPU needed to set them): each returns the previous
+    # setting by name and refuses unknown names listing the valid ones.
+    previous = _C.attention_set_path("sm80")
+    try:
+        assert _C.attention_set_path("wgmma") == "sm80"
+        assert _C.attention_set_path("auto") == "wgmma"
+        with pytest.raises(ValueError, match=r"attention_set_path: path must be 'auto', 'sm80' or 'wgmma', got 'tma'"):
+            _C.attention_set_path("tma")
+    finally:
+        _C.attention_set_path(previous)
+    previous = _C.attention_set_output_store("consumers")
+    try:
+        assert _C.attention_set_output_store("auto") == "consumers"
+        with pytest.raises(ValueError, match=r"store must be 'auto' or 'consumers', got 'tma'"):
+            _C.attention_set_output_store("tma")
+    finally:
+        _C.attention_set_output_store(previous)

@@ -5,6 +5,7 @@
 //   _C.attention_forward("float16", q, k, v, out, batch, q_heads, kv_heads, q_len, kv_len,
 //                        head_dim, v_head_dim, q_strides=(sb, sh, ss), ..., scale=0.125,
 //                        causal=True, stream=s)
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -41,6 +42,18 @@ MaskKind parse_mask_kind(const std::string& kind) {
   if (kind == "bool") return MaskKind::boolean;
   if (kind == "additive") return MaskKind::additive;
   throw py::value_error("attention_forward: mask_kind must be 'none', 'bool' or 'additive', got '" + kind + "'");
+}
+
+// A process-wide attention hook set by name: set(E(i)) for value == names[i],
+// the previous setting returned by name; anything else is a ValueError that
+// lists the names.
+template <typename E, size_t N, typename Set>
+const char* set_by_name(const char* what, const char* const (&names)[N], const std::string& value, Set set) {
+  for (size_t i = 0; i < N; ++i)
+    if (value == names[i]) return names[int(set(E(i)))];
+  std::string allowed;
+  for (size_t i = 0; i < N; ++i) allowed += str_cat(i == 0 ? "" : i + 1 == N ? " or " : ", ", "'", names[i], "'");
+  throw py::value_error(str_cat(what, " must be ", allowed, ", got '", value, "'"));
 }
 
 TensorView view(const Strides3& s) { return TensorView{std::get<0>(s), std::get<1>(s), std::get<2>(s)}; }
@@ -142,13 +155,9 @@ void register_attention_bindings(py::module_& m) {
   m.def(
       "attention_set_path",
       [](const std::string& path) {
-        static const char* const names[] = {"auto", "sm80", "wgmma"};
-        int next = -1;
-        for (int i = 0; i < 3; ++i)
-          if (path == names[i]) next = i;
-        if (next < 0)
-          throw py::value_error("attention_set_path: path must be 'auto', 'sm80' or 'wgmma', got '" + path + "'");
-        return names[int(attention::attention_set_path(attention::AttentionPath(next)))];
+        static const char* const names[] = {"auto", "sm80", "wgmma"};  // AttentionPath's order
+        return set_by_name<attention::AttentionPath>("attention_set_path: path", names, path,
+                                                     attention::attention_set_path);
       },
       "Kernel family for attention from now on, process-wide: 'auto' (on sm_90 with an sm_90a build: the\n"
       "warp-specialised TMA kernel, or the plain wgmma kernel where it can't run; else mma.sync), 'wgmma'\n"
@@ -158,14 +167,9 @@ void register_attention_bindings(py::module_& m) {
   m.def(
       "attention_set_output_store",
       [](const std::string& store) {
-        static const char* const names[] = {"auto", "consumers"};
-        int next = -1;
-        for (int i = 0; i < 2; ++i)
-          if (store == names[i]) next = i;
-        if (next < 0)
-          throw py::value_error("attention_set_output_store: store must be 'auto' or 'consumers', got '" + store +
-                                "'");
-        return names[int(attention::attention_set_output_store(attention::AttentionStore(next)))];
+        static const char* const names[] = {"auto", "consumers"};  // AttentionStore's order
+        return set_by_name<attention::AttentionStore>("attention_set_output_store: store", names, store,
+                                                      attention::attention_set_output_store);
       },
       "How the warp-specialised kernel's output leaves from now on, process-wide: 'auto' (TMA stores from a\n"
       "producer warp where the output admits a tensor map) or 'consumers' (each consumer warp's own\n"

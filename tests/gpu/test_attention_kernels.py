@@ -642,10 +642,3 @@ def test_path_names():
             native.attention_set_path("tma")
     finally:
         native.attention_set_path(previous)
-    previous = native.attention_set_output_store("consumers")
-    try:
-        assert native.attention_set_output_store("auto") == "consumers"
-        with pytest.raises(ValueError, match="'auto' or 'consumers'"):
-            native.attention_set_output_store("tma")
-    finally:
-        native.attention_set_output_store(previous)
