@@ -77,6 +77,14 @@ __device__ __forceinline__ uint64_t sw128_desc(const void* p, uint32_t lbo_bytes
          (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
 }
 
+// desc moved on by `bytes` of shared memory (a multiple of 16): only the start
+// address field changes, and it cannot carry out of its 14 bits because shared
+// addresses stay below 256 KB (CUTLASS's descriptor iterator does the same).
+// Spares ptxas rebuilding every descriptor in the block loop.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xffffffff00000000ull) | uint32_t(uint32_t(desc) + (bytes >> 4));
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }

@@ -278,6 +278,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     setmaxnreg_inc<CFG::CONSUMER_REGISTERS>();
     const int cw = warp - 4;  // consumer warp: accumulator rows 16 * cw ...
     const int cg = cw >> 2;   // consumer warpgroup: rows 64 * cg ...
+    // cg broadcast from lane 0, for Q's wgmma descriptors only: ptxas then
+    // knows they are warp-uniform and keeps them off R2UR in the block loop
+    // (CUTLASS's canonical_warp_idx_sync). Broadcasting cw itself put every
+    // cg-derived value (barrier ids, row offsets) in uniform registers, which
+    // overflowed into local memory in the d128 key-row tiles (ptxas 13.0).
+    const int cg_uniform = __shfl_sync(0xffffffffu, cg, 0);
     const int g = lane >> 2, t = lane & 3;
     const int warp_row0 = cw * 16;
 
@@ -287,18 +293,20 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     // S = Q K^T from stage st (K-major A and B), written fresh (no accumulation).
     auto issue_s = [&](float (&s)[1][NT][4], int st) {
       const T* s_k = s_kv + 2 * st * CFG::TILE_KV;
+      const uint64_t desc_q0 = sw128_desc(s_q + cg_uniform * 64 * 64, 16), desc_k0 = sw128_desc(s_k, 16);
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        const uint64_t desc_q = sw128_desc(s_q + (kk >> 2) * BM * 64 + cg * 64 * 64 + (kk & 3) * 16, 16);
-        const uint64_t desc_k = sw128_desc(s_k + (kk >> 2) * BN * 64 + (kk & 3) * 16, 16);
+        const uint64_t desc_q = desc_advance(desc_q0, ((kk >> 2) * BM * 64 + (kk & 3) * 16) * sizeof(T));
+        const uint64_t desc_k = desc_advance(desc_k0, ((kk >> 2) * BN * 64 + (kk & 3) * 16) * sizeof(T));
         Wgmma<BN, T>::ss(s[0], desc_q, desc_k, kk > 0 ? 1 : 0);
       }
     };
     // O += P V from stage st: 16 keys per step; V's 64-wide column atoms are BN * 128 bytes apart.
     auto issue_pv = [&](const uint32_t (&ap)[NT / 2][1][4], int st) {
-      const T* s_v = s_kv + (2 * st + 1) * CFG::TILE_KV;
+      const uint64_t desc_v0 = sw128_desc(s_kv + (2 * st + 1) * CFG::TILE_KV, BN * 128);
 #pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks) Wgmma<D, T>::rs(o[0], ap[ks][0], sw128_desc(s_v + ks * 16 * 64, BN * 128));
+      for (int ks = 0; ks < BN / 16; ++ks)
+        Wgmma<D, T>::rs(o[0], ap[ks][0], desc_advance(desc_v0, ks * 16 * 64 * sizeof(T)));
     };
     // PINGPONG turns: consumer c waits on barrier 1 + c before issuing its
     // matrix products and then lets consumer c + 1 (mod CONSUMERS) go. The
