@@ -103,9 +103,20 @@ def main(argv=None) -> int:
                     help="comma-separated kernel paths (_C.attention_set_path; auto-m64 / m128 / m192: auto with "
                          "d64's rows per tile forced; auto-consumer-store: the output stored by the consumer "
                          "warps), default all")
+    ap.add_argument("--cases", default=None,
+                    help="comma-separated case names (see --list), default all; racecheck takes minutes on each "
+                         "persistent-* case, so long runs go one compute-sanitizer process per path or case")
     args = ap.parse_args(argv)
+    cases = CASES
+    if args.cases is not None:
+        names = [n for n in args.cases.split(",") if n]
+        known = {c[0] for c in CASES}
+        unknown = [n for n in names if n not in known]
+        if unknown or not names:
+            ap.error(f"--cases: unknown case(s) {', '.join(unknown) or '(none given)'}; --list prints the names")
+        cases = [c for c in CASES if c[0] in names]
     if args.list:
-        for c in CASES:
+        for c in cases:
             print(c[0])
         return 0
     try:
@@ -125,7 +136,7 @@ def main(argv=None) -> int:
     # mma.sync kernel.
     for path in args.paths.split(","):
         set_kernel_path(path)
-        for case in CASES:
+        for case in cases:
             try:
                 run_case(torch, check, make_inputs, case)
                 print(f"{path} {case[0]}: ok", flush=True)
