@@ -112,8 +112,10 @@ def main(argv=None) -> int:
         names = [n for n in args.cases.split(",") if n]
         known = {c[0] for c in CASES}
         unknown = [n for n in names if n not in known]
-        if unknown or not names:
-            ap.error(f"--cases: unknown case(s) {', '.join(unknown) or '(none given)'}; --list prints the names")
+        if not names:
+            ap.error("--cases: no case named; --list prints the names")
+        if unknown:
+            ap.error(f"--cases: unknown case(s) {', '.join(unknown)}; --list prints the names")
         cases = [c for c in CASES if c[0] in names]
     if args.list:
         for c in cases:
