@@ -101,7 +101,8 @@ def main() -> int:
                     help="kernel paths (attention_set_path); cudnn: torch's SDPA on its cuDNN backend, a reference")
     ap.add_argument("--variants", type=int, nargs="+", default=[0], help="tile variants (attention_set_tile_variant)")
     ap.add_argument("--schedules", type=int, nargs="+", default=[-1],
-                    help="causal schedules (attention_set_causal_schedule; ignored for non-causal cases)")
+                    help="tile schedules (attention_set_schedule: -1 the default, 0 a CTA per tile, n > 0 "
+                         "sections of heads whose K/V take n MiB)")
     ap.add_argument("--reps", type=int, default=20,
                     help="calls per timed block, as bench_attention.py (10 or fewer read a burst regime in which "
                          "our kernel looks closer to cuDNN than it runs sustained: bench/NOTES-attention.md item 42)")
@@ -126,7 +127,7 @@ def main() -> int:
         scatter = [torch.ones(9 << 19, device="cuda", dtype=torch.float16) for _ in range(48)] \
             if args.before == "scatter" else None
         configs = [(path, vnt, sch) for path in args.paths for vnt in args.variants
-                   for sch in (args.schedules if causal else [-1])]
+                   for sch in args.schedules]
         if args.before != "none":
             configs.append(("before-only", 0, -1))
         times = {c: [] for c in configs}
@@ -170,7 +171,7 @@ def main() -> int:
                 run = {"cudnn": cudnn, "before-only": gemm_only}.get(c[0], ours)
                 previous = _C.attention_set_path("auto" if c[0] in ("cudnn", "before-only") else c[0])
                 _C.attention_set_tile_variant(c[1])
-                _C.attention_set_causal_schedule(c[2])
+                _C.attention_set_schedule(c[2])
                 try:
                     if trial == 0:
                         out.fill_(float("nan"))
@@ -202,7 +203,7 @@ def main() -> int:
                 finally:
                     _C.attention_set_path(previous)
                     _C.attention_set_tile_variant(0)
-                    _C.attention_set_causal_schedule(-1)
+                    _C.attention_set_schedule(-1)
         cells = []
         base = statistics.median(times[("before-only", 0, -1)]) if args.before != "none" else 0.0
         for c in configs:

@@ -104,12 +104,12 @@ int attention_set_tile_variant(int variant);
 enum class AttentionPath : int { automatic = 0, sm80 = 1, wgmma = 2 };
 AttentionPath attention_set_path(AttentionPath path);
 
-// Benchmark hook: how causal inputs are scheduled on the warp-specialised
-// kernel from now on, process-wide: -1 the default, 0 a CTA per tile (the
-// hardware balances uneven tiles), n > 0 the persistent grid with tiles
-// ordered heaviest first in sections of heads whose K/V take n MiB. Returns
-// the previous setting.
-int attention_set_causal_schedule(int section_mib);
+// Benchmark hook: how inputs are scheduled on the warp-specialised kernel from
+// now on, process-wide: -1 the default, 0 a CTA per tile (the hardware
+// balances uneven tiles), n > 0 the persistent grid with tiles in sections of
+// heads whose K/V take n MiB (causal: heaviest first). Returns the previous
+// setting.
+int attention_set_schedule(int section_mib);
 
 // Test and benchmark hook: how the warp-specialised kernel's output leaves
 // from now on, process-wide: automatic = TMA stores issued by a producer warp

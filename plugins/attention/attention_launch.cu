@@ -124,12 +124,12 @@ int attention_set_tile_variant(int variant) { return g_tile_variant.exchange(var
 AttentionPath attention_set_path(AttentionPath path) { return AttentionPath(g_path.exchange(int(path))); }
 
 namespace {
-std::atomic<int> g_causal_schedule{-1};
+std::atomic<int> g_schedule{-1};
 }  // namespace
 
-int attention_set_causal_schedule(int section_mib) { return g_causal_schedule.exchange(section_mib < -1 ? -1 : section_mib); }
+int attention_set_schedule(int section_mib) { return g_schedule.exchange(section_mib < -1 ? -1 : section_mib); }
 
-int causal_schedule_override() { return g_causal_schedule.load(std::memory_order_relaxed); }
+int schedule_override() { return g_schedule.load(std::memory_order_relaxed); }
 
 namespace {
 std::atomic<int> g_output_store{0};  // AttentionStore

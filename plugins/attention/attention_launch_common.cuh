@@ -98,8 +98,8 @@ inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
   if (m_blocks > CAUSAL_TILES_PER_HEAD_MAX) return 0;
   return head_dim_bucket(p) <= 64 ? 8 : 2;
 }
-// attention_set_causal_schedule's override, or -1 for the default.
-int causal_schedule_override();
+// attention_set_schedule's override, or -1 for the default.
+int schedule_override();
 // attention_set_output_store: false while the consumers' own stores are forced.
 bool output_store_by_tma();
 
@@ -123,10 +123,12 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // differ in cost, so they go heaviest first in sections of heads whose
     // K/V fit in L2 together and rounds alternate direction: each round's
     // tiles cost about the same. (Or a CTA per tile: a section of 0 MiB.)
-    const int forced = causal_schedule_override();
-    const int section_mib = !p.causal ? 0 : forced >= 0 ? forced : default_causal_section_mib(p, a.m_blocks);
-    if (!p.causal || section_mib > 0)
-      blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
+    // Non-causal tiles cost alike: head-major by default (-1). Sections of
+    // heads (the hook's) measured within noise of it at d128 4k-16k
+    // (bench/NOTES-attention.md item 49).
+    const int forced = schedule_override();
+    const int section_mib = forced >= 0 ? forced : p.causal ? default_causal_section_mib(p, a.m_blocks) : -1;
+    if (section_mib != 0) blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
     if (section_mib > 0) {
       const int64_t kv_head_bytes = std::max<int64_t>(p.kv_len * (p.head_dim + p.v_head_dim) * 2, 1);
       a.lpt_heads = int(std::clamp<int64_t>((int64_t(section_mib) << 20) / kv_head_bytes, 1, a.bh_count));

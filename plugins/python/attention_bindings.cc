@@ -145,9 +145,10 @@ void register_attention_bindings(py::module_& m) {
         py::arg("causal_offset") = 0, py::arg("mask_kind") = "none", py::arg("mask_dtype") = "float16",
         py::arg("mask") = 0, py::arg("mask_strides") = Strides4{0, 0, 0, 1}, py::arg("mask_kv_len") = 0,
         py::arg("lse") = 0, py::arg("stream") = 0, py::arg("dry_run") = false);
-  m.def("attention_set_causal_schedule", &attention::attention_set_causal_schedule,
-        "Benchmark hook: causal inputs on the warp-specialised kernel from now on: -1 default, 0 a CTA per\n"
-        "tile, n > 0 a persistent grid with L2 sections of n MiB of K/V; returns the previous setting.",
+  m.def("attention_set_schedule", &attention::attention_set_schedule,
+        "Benchmark hook: the tile schedule of the warp-specialised kernel from now on: -1 default, 0 a CTA\n"
+        "per tile, n > 0 a persistent grid with sections of heads whose K/V take n MiB; returns the previous\n"
+        "setting.",
         py::arg("section_mib"));
   m.def("attention_set_tile_variant", &attention::attention_set_tile_variant,
         "Benchmark hook: tile variant for aligned rows from now on (0 = default); returns the previous one.",

@@ -565,17 +565,18 @@ def test_persistent_empty_tiles(d):
 
 @pytest.mark.parametrize("schedule", [0, 1, 8, 64], ids=lambda s: f"section{s}")
 @pytest.mark.parametrize("d,sq", [(64, 700), (128, 1000)])
-def test_causal_schedules(schedule, d, sq):
-    # Every causal schedule of the warp-specialised kernel (a CTA per tile, or persistent with
-    # L2 sections of 1 .. 64 MiB: one head per section up to all of them), with more tiles than
-    # SMs, GQA, a partial last tile and an offset.
+def test_schedules(schedule, d, sq):
+    # Every schedule of the warp-specialised kernel (a CTA per tile, or persistent with sections
+    # of heads whose K/V take 1 .. 64 MiB: one head per section up to all of them), with more
+    # tiles than SMs, GQA, a partial last tile and, causal, an offset.
     native = ops._native()
     q, k, v = make_inputs(3, 16, 4, sq, sq + 40, d, d, torch.bfloat16, seed=schedule + d)
-    previous = native.attention_set_causal_schedule(schedule)
+    previous = native.attention_set_schedule(schedule)
     try:
         check(q, k, v, causal=True, causal_offset=40)
+        check(q, k, v)
     finally:
-        native.attention_set_causal_schedule(previous)
+        native.attention_set_schedule(previous)
 
 
 def test_64k_keys_stay_accurate():
