@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--settle", type=int, default=0, metavar="N",
+                    help="N untimed calls of each callable right before each of its timed blocks (default 0: "
+                         "each block follows the previous callable's, in a fixed cyclic order)")
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
     ap.add_argument("--batch", type=int, default=0, help="batch size (default: 16k tokens / seqlen)")
     ap.add_argument("--heads", type=int, default=0, help="heads (default: hidden 2048 / head dim)")
@@ -64,6 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also time our tile variants 1..N-1 (_C.attention_set_tile_variant) per case")
     ap.add_argument("--out", type=Path, default=Path("bench/results/attention.json"))
     return ap
+
+
+def method(args) -> str:
+    """How the results were timed, for the results file."""
+    settle = f", each block after {args.settle} untimed calls of the same callable" if args.settle else ""
+    return (f"mean of {args.reps} back-to-back calls between CUDA events, median of {args.trials} trials, ours and "
+            f"the baselines interleaved (each trial times each once, the order rotated{settle}); "
+            "flops = 4*B*H*S*S*D (halved for causal)")
 
 
 def plan(args) -> list[dict]:
@@ -85,11 +96,14 @@ def time_fn(torch, fn, reps: int, trials: int) -> float:
     return time_interleaved(torch, {"fn": fn}, reps, trials)["fn"]
 
 
-def time_interleaved(torch, fns: dict, reps: int, trials: int) -> dict:
+def time_interleaved(torch, fns: dict, reps: int, trials: int, settle: int = 0) -> dict:
     """{name: median over trials of the mean time (us) of `reps` back-to-back calls}, after 3
     warm-up calls each. Trial t times each callable once, the order rotated by t, so no callable
     always opens a trial. Rotation keeps each one's predecessor, which here is always a different
-    kernel (a callable timed right after itself reads faster: bench/NOTES-attention.md item 41)."""
+    kernel (a callable timed right after itself reads faster: bench/NOTES-attention.md item 41).
+    settle > 0: that many untimed calls of the callable itself right before each timed block, so
+    each is timed in its own steady state rather than on the heels of its fixed predecessor
+    (the clocks of a power-bound card depend on what ran just before: item 42)."""
     for fn in fns.values():
         for _ in range(3):
             fn()
@@ -99,6 +113,8 @@ def time_interleaved(torch, fns: dict, reps: int, trials: int) -> dict:
     for trial in range(trials):
         k = trial % len(names)
         for n in names[k:] + names[:k]:
+            for _ in range(settle):
+                fns[n]()
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
             for _ in range(reps):
@@ -251,7 +267,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
             except Exception as e:  # noqa: BLE001
                 row["ort_note"] = f"{note}; {type(e).__name__}: {str(e).splitlines()[0][:160]}"
 
-    times = time_interleaved(torch, timed, args.reps, args.trials)
+    times = time_interleaved(torch, timed, args.reps, args.trials, args.settle)
     us = times.pop("ours")
     row["ours_us"] = round(us, 1)
     row["ours_tflops"] = round(case["flops"] / us / 1e6, 1)
@@ -350,9 +366,7 @@ def main(argv=None) -> int:
                         "onnxruntime": getattr(ort, "__version__", None) if ort else None,
                         "trt_fastops": trt_fastops.__version__, "driver": driver_version()},
            "gemm_bf16_tflops": round(gemm, 1),
-           "method": f"mean of {args.reps} back-to-back calls between CUDA events, median of {args.trials} trials, "
-                     "ours and the baselines interleaved (each trial times each once, the order rotated); "
-                     "flops = 4*B*H*S*S*D (halved for causal)",
+           "method": method(args),
            "seconds": round(time.perf_counter() - t0, 1), "errors": errors, "rows": rows}
     return write_results(args.out, doc, errors, table(rows, gemm))
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A/B timing of our attention kernel's variants and causal schedules, interleaved.
+"""A/B timing of our attention kernel's variants and tile schedules, interleaved.
 
 Timing each variant in a block of its own lets slow drifts of the GPU's clocks land on
 whichever variant runs last. Here every trial times every configuration once, the order

@@ -62,3 +62,18 @@ def test_time_fn_is_the_one_callable_case():
     clock = FakeClock()
     assert ba.time_fn(clock.torch(), clock.fn("f", 0.5), reps=4, trials=3) == pytest.approx(500.0)
     assert clock.calls == ["f"] * (3 + 4 * 3)
+
+
+def test_settle_calls_precede_each_timed_block_untimed():
+    clock = FakeClock()
+    fns = {n: clock.fn(n, c) for n, c in (("ours", 0.1), ("ort", 0.4))}
+    times = ba.time_interleaved(clock.torch(), fns, reps=2, trials=2, settle=3)
+    assert times == pytest.approx({"ours": 100.0, "ort": 400.0})  # the settle calls are not timed
+    timed = clock.calls[6:]  # after 3 warm-up calls each
+    assert timed == ["ours"] * 5 + ["ort"] * 5 + ["ort"] * 5 + ["ours"] * 5
+
+
+def test_method_names_the_settle_count():
+    assert "untimed" not in ba.method(ba.build_parser().parse_args([]))
+    assert "each block after 20 untimed calls of the same callable" in ba.method(
+        ba.build_parser().parse_args(["--settle", "20"]))
