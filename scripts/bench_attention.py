@@ -18,8 +18,12 @@ Timing: after warm-up, the average of `reps` back-to-back calls between two CUDA
 (kernels here take 0.1-10 ms, so launch overhead is noise); median of `trials` such runs.
 Ours and the baselines are timed interleaved: each trial times every one of them once, in an
 order rotated from trial to trial, so a drift of the machine (clocks, temperature) lands on all
-of them alike and each follows a different kernel. Every backend's output is checked against
-ours before it is timed. The sm80 kernel and the tile sweep are timed on their own, after.
+of them alike. Each timed block comes after `settle_ms` of untimed back-to-back calls of the same
+callable: the H100 runs these kernels power-bound, and its clocks take 100-150 ms to settle after
+a change of kernel (a kernel after a lighter one runs up to 10 % fast for ~50 ms, then
+overshoots), so without it a block's time depends on what ran before it
+(bench/NOTES-attention.md item 50). Every backend's output is checked against ours before it is
+timed. The sm80 kernel and the tile sweep are timed on their own, after.
 
     python scripts/bench_attention.py                      # full table -> bench/results/attention.json
     python scripts/bench_attention.py --seqlens 1024 4096 --dims 128 --dtypes float16
@@ -53,10 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
     ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--trials", type=int, default=5)
-    ap.add_argument("--settle", type=int, default=0, metavar="N",
-                    help="N untimed calls of each callable right before each of its timed blocks (default 0: "
-                         "each block follows the previous callable's, in a fixed cyclic order)")
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--settle-ms", type=float, default=250.0, metavar="MS",
+                    help="untimed back-to-back calls of each callable for this long right before each of its "
+                         "timed blocks, so each is timed at its own steady clocks (0: each block right after the "
+                         "previous callable's, the burst timing of results before 2026-11-27 14:30)")
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
     ap.add_argument("--batch", type=int, default=0, help="batch size (default: 16k tokens / seqlen)")
     ap.add_argument("--heads", type=int, default=0, help="heads (default: hidden 2048 / head dim)")
@@ -71,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def method(args) -> str:
     """How the results were timed, for the results file."""
-    settle = f", each block after {args.settle} untimed calls of the same callable" if args.settle else ""
+    settle = (f", each block after {args.settle_ms:g} ms of untimed back-to-back calls of the same callable"
+              if args.settle_ms > 0 else "")
     return (f"mean of {args.reps} back-to-back calls between CUDA events, median of {args.trials} trials, ours and "
             f"the baselines interleaved (each trial times each once, the order rotated{settle}); "
             "flops = 4*B*H*S*S*D (halved for causal)")
@@ -91,30 +97,46 @@ def plan(args) -> list[dict]:
     return cases
 
 
-def time_fn(torch, fn, reps: int, trials: int) -> float:
+def time_fn(torch, fn, reps: int, trials: int, settle_ms: float = 0.0) -> float:
     """Median over trials of the mean time (us) of `reps` back-to-back calls."""
-    return time_interleaved(torch, {"fn": fn}, reps, trials)["fn"]
+    return time_interleaved(torch, {"fn": fn}, reps, trials, settle_ms)["fn"]
 
 
-def time_interleaved(torch, fns: dict, reps: int, trials: int, settle: int = 0) -> dict:
+SETTLE_CHUNK = 4  # calls queued between the host's looks at the clock while settling
+
+
+def settle(torch, fn, ms: float, host_clock=time.perf_counter) -> None:
+    """Back-to-back untimed calls of fn until `ms` have passed (at least one chunk), then synchronise."""
+    t0 = host_clock()
+    while True:
+        for _ in range(SETTLE_CHUNK):
+            fn()
+        torch.cuda.synchronize()
+        if (host_clock() - t0) * 1e3 >= ms:
+            return
+
+
+def time_interleaved(torch, fns: dict, reps: int, trials: int, settle_ms: float = 0.0,
+                     host_clock=time.perf_counter) -> dict:
     """{name: median over trials of the mean time (us) of `reps` back-to-back calls}, after 3
     warm-up calls each. Trial t times each callable once, the order rotated by t, so no callable
-    always opens a trial. Rotation keeps each one's predecessor, which here is always a different
-    kernel (a callable timed right after itself reads faster: bench/NOTES-attention.md item 41).
-    settle > 0: that many untimed calls of the callable itself right before each timed block, so
-    each is timed in its own steady state rather than on the heels of its fixed predecessor
-    (the clocks of a power-bound card depend on what ran just before: item 42)."""
+    always opens a trial. settle_ms > 0: that long of untimed calls of the callable itself right
+    before each timed block, so each is timed at the clocks its own power draw settles to, not
+    on the heels of its predecessor (rotation keeps a fixed cyclic order, so each callable's
+    predecessor is always the same one; item 50 of bench/NOTES-attention.md)."""
     for fn in fns.values():
         for _ in range(3):
             fn()
     torch.cuda.synchronize()
     names = list(fns)
     results = {n: [] for n in names}
+    last = None
     for trial in range(trials):
         k = trial % len(names)
         for n in names[k:] + names[:k]:
-            for _ in range(settle):
-                fns[n]()
+            if settle_ms > 0 and n != last:  # a callable right after its own block is settled already
+                settle(torch, fns[n], settle_ms, host_clock)
+            last = n
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
             for _ in range(reps):
@@ -129,12 +151,12 @@ def max_diff(torch, a, b) -> float:
     return (a.float() - b.float()).abs().max().item()
 
 
-def gemm_tflops(torch, reps: int, trials: int) -> float:
+def gemm_tflops(torch, reps: int, trials: int, settle_ms: float = 0.0) -> float:
     n = 8192
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-    us = time_fn(torch, lambda: torch.matmul(a, b, out=c), reps, trials)
+    us = time_fn(torch, lambda: torch.matmul(a, b, out=c), reps, trials, settle_ms)
     return 2 * n ** 3 / us / 1e6
 
 
@@ -267,7 +289,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
             except Exception as e:  # noqa: BLE001
                 row["ort_note"] = f"{note}; {type(e).__name__}: {str(e).splitlines()[0][:160]}"
 
-    times = time_interleaved(torch, timed, args.reps, args.trials, args.settle)
+    times = time_interleaved(torch, timed, args.reps, args.trials, args.settle_ms)
     us = times.pop("ours")
     row["ours_us"] = round(us, 1)
     row["ours_tflops"] = round(case["flops"] / us / 1e6, 1)
@@ -286,7 +308,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
         ours()
         torch.cuda.synchronize()
         diff = max_diff(torch, out, mine)
-        t80 = time_fn(torch, ours, args.reps, args.trials)
+        t80 = time_fn(torch, ours, args.reps, args.trials, args.settle_ms)
         row["sm80_tflops"] = round(case["flops"] / t80 / 1e6, 1) if diff <= 0.02 else f"wrong ({diff:.3g})"
     finally:
         _C.attention_set_path(previous)
@@ -299,7 +321,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
                 torch.cuda.synchronize()
                 diff = max_diff(torch, out, mine)
                 name = kernel_name()
-                t = time_fn(torch, ours, args.reps, args.trials)
+                t = time_fn(torch, ours, args.reps, args.trials, args.settle_ms)
                 sweep[name] = round(case["flops"] / t / 1e6, 1) if diff <= 0.02 else f"wrong ({diff:.3g})"
             finally:
                 _C.attention_set_tile_variant(0)
@@ -339,7 +361,7 @@ def main(argv=None) -> int:
         return 2
     torch, _C, ort, device_index, stream = setup
     t0 = time.perf_counter()
-    gemm = gemm_tflops(torch, args.reps, args.trials)
+    gemm = gemm_tflops(torch, args.reps, args.trials, args.settle_ms)
     print(f"dense bf16 GEMM 8192^3: {gemm:.0f} TFLOP/s", flush=True)
     rows, errors = [], []
     for case in plan(args):

@@ -1,6 +1,6 @@
 """scripts/bench_attention.py without a GPU: the interleaved timing (time_interleaved) times
-every callable once per trial, rotates the order from trial to trial and reports each one's
-median, with a stand-in for torch's CUDA events."""
+every callable once per trial, rotates the order from trial to trial, settles each before its
+block and reports each one's median, with a stand-in for torch's CUDA events and host clock."""
 from __future__ import annotations
 
 import importlib.util
@@ -64,16 +64,29 @@ def test_time_fn_is_the_one_callable_case():
     assert clock.calls == ["f"] * (3 + 4 * 3)
 
 
-def test_settle_calls_precede_each_timed_block_untimed():
+def test_settle_runs_each_callable_untimed_for_settle_ms_before_its_block():
     clock = FakeClock()
     fns = {n: clock.fn(n, c) for n, c in (("ours", 0.1), ("ort", 0.4))}
-    times = ba.time_interleaved(clock.torch(), fns, reps=2, trials=2, settle=3)
+    host = lambda: clock.now / 1e3  # seconds; the fake calls finish as they are queued
+    times = ba.time_interleaved(clock.torch(), fns, reps=2, trials=2, settle_ms=1.0, host_clock=host)
     assert times == pytest.approx({"ours": 100.0, "ort": 400.0})  # the settle calls are not timed
     timed = clock.calls[6:]  # after 3 warm-up calls each
-    assert timed == ["ours"] * 5 + ["ort"] * 5 + ["ort"] * 5 + ["ours"] * 5
+    # settling queues SETTLE_CHUNK calls at a time until 1 ms has passed: 12 of ours (1.2 ms), 4 of ort
+    chunk = ba.SETTLE_CHUNK
+    assert chunk == 4
+    assert timed == (["ours"] * 12 + ["ours"] * 2 + ["ort"] * 4 + ["ort"] * 2  # trial 0
+                     + ["ort"] * 2 + ["ours"] * 12 + ["ours"] * 2)  # trial 1: ort follows itself, unsettled
 
 
-def test_method_names_the_settle_count():
-    assert "untimed" not in ba.method(ba.build_parser().parse_args([]))
-    assert "each block after 20 untimed calls of the same callable" in ba.method(
-        ba.build_parser().parse_args(["--settle", "20"]))
+def test_time_fn_settles_once():
+    clock = FakeClock()
+    host = lambda: clock.now / 1e3
+    fn = clock.fn("f", 0.5)
+    assert ba.time_interleaved(clock.torch(), {"f": fn}, reps=2, trials=3, settle_ms=1.0,
+                               host_clock=host)["f"] == pytest.approx(500.0)
+    assert clock.calls == ["f"] * (3 + 4 + 2 * 3)
+
+
+def test_method_names_the_settle_time():
+    assert "each block after 250 ms of untimed back-to-back calls" in ba.method(ba.build_parser().parse_args([]))
+    assert "untimed" not in ba.method(ba.build_parser().parse_args(["--settle-ms", "0"]))
