@@ -7,7 +7,8 @@ rotated from trial to trial so that none always opens a trial, and the median ov
 reported. Rotation keeps each configuration's predecessor, and one timed right after a
 different kernel runs a few per cent slower than one timed after itself (bench/NOTES-
 attention.md item 41): compare configurations that sit alike (auto/v0 with cudnn/v0, which
-both follow a different kernel; not cudnn/v0 with cudnn/v2). Same cases as
+both follow a different kernel; not cudnn/v0 with cudnn/v2). Against cuDNN, add --settle-ms 250:
+the card's power-bound clocks take 100-150 ms to settle after a change of kernel (item 50). Same cases as
 bench_attention.py (batch * seqlen = 16k tokens, hidden 2048).
 
     python scripts/tune_attention.py --variants 0 3 --schedules -1 0 8 32 --seqlens 512 4096
@@ -37,7 +38,7 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
 from scripts._bench_common import attention_kernel_name  # noqa: E402
-from scripts.bench_attention import HIDDEN, TOKENS, max_diff  # noqa: E402
+from scripts.bench_attention import HIDDEN, TOKENS, max_diff, settle  # noqa: E402
 
 
 def cases(args) -> list[tuple]:
@@ -107,6 +108,10 @@ def main() -> int:
                     help="calls per timed block, as bench_attention.py (10 or fewer read a burst regime in which "
                          "our kernel looks closer to cuDNN than it runs sustained: bench/NOTES-attention.md item 42)")
     ap.add_argument("--trials", type=int, default=9)
+    ap.add_argument("--settle-ms", type=float, default=0.0, metavar="MS",
+                    help="untimed calls of each configuration for this long before each of its timed blocks, as "
+                         "bench_attention.py does (item 50): needed for ratios to cuDNN, which draws different power; "
+                         "0 (default) is fine between variants of our own kernel")
     ap.add_argument("--graph", action="store_true",
                     help="time CUDA-graph replays of --reps calls (small cases: eager timing is Python launch cost)")
     args = ap.parse_args()
@@ -190,6 +195,8 @@ def main() -> int:
                                 for _ in range(args.reps):
                                     run()
                         continue
+                    if args.settle_ms > 0:
+                        settle(torch, graphs[c].replay if args.graph else run, args.settle_ms)
                     st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     st.record()
                     if args.graph:
