@@ -72,13 +72,12 @@ def test_settle_runs_each_callable_untimed_for_settle_ms_before_its_block():
     assert times == pytest.approx({"ours": 100.0, "ort": 400.0})  # the settle calls are not timed
     timed = clock.calls[6:]  # after 3 warm-up calls each
     # settling queues SETTLE_CHUNK calls at a time until 1 ms has passed: 12 of ours (1.2 ms), 4 of ort
-    chunk = ba.SETTLE_CHUNK
-    assert chunk == 4
+    assert ba.SETTLE_CHUNK == 4  # the sequence below counts in chunks of 4
     assert timed == (["ours"] * 12 + ["ours"] * 2 + ["ort"] * 4 + ["ort"] * 2  # trial 0
                      + ["ort"] * 2 + ["ours"] * 12 + ["ours"] * 2)  # trial 1: ort follows itself, unsettled
 
 
-def test_time_fn_settles_once():
+def test_one_callable_settles_once():
     clock = FakeClock()
     host = lambda: clock.now / 1e3
     fn = clock.fn("f", 0.5)
