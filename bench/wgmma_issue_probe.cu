@@ -1,17 +1,19 @@
 // Does issuing wgmma hold the issuing warp until the tensor pipe takes each
-// product? (NOTES-attention item 54.) Item 34 measured 512 cycles to issue a
-// d64 consumer's S and P V products, as long as their tensor work: if issue
-// itself waits on the pipe, a consumer can do nothing else for that long, and
-// the softmax overlaps other consumers' products only.
+// product? Item 34 measured 512 cycles to issue a d64 consumer's S and P V
+// products, as long as their tensor work: if issue itself waits on the pipe, a
+// consumer can do nothing else for that long, and the softmax overlaps other
+// consumers' products only. (NOTES-attention item 54: only past about eight
+// products in flight per SM.)
 //
 //   nvcc -std=c++17 --expt-relaxed-constexpr -O3 -gencode arch=compute_90a,code=sm_90a \
 //        -I. bench/wgmma_issue_probe.cu -o /tmp/wgmma_issue_probe && /tmp/wgmma_issue_probe
 //
 // One CTA per SM (132). Each of one or two warpgroups issues N m64nWk16
 // products (W 128 or 64; A and B from shared memory, W / 2 tensor cycles each
-// at 2048 FMA per clock and SM), commits, and waits: cycles from the first issue to the commit
-// (issue) and to the wait's return (done), medians over 256 rounds and the
-// CTAs. With two warpgroups both issue at once, each on its own accumulators.
+// at 2048 FMA per clock and SM), commits, and waits: cycles from the first
+// issue to the commit (issue) and to the wait's return (done), medians over
+// 256 rounds and the CTAs. With two warpgroups both issue at once, each on its
+// own accumulators.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
