@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes
 import datetime as _dt
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def clock_stamp_run(torch, ops, d: int, b: int, h: int, s: int, causal: bool):
         _, lse = ops.attention(q, k, v, causal=causal, out=out, return_lse=True)
     torch.cuda.synchronize()
     name = attention_kernel_name(ops._native(), "float16", q, k, v, out, scale=d ** -0.5, causal=causal)
-    rows = 192 if ",m192," in name else 128 if ",m128," in name else 64
+    rows = int(re.search(r",m(\d+),", name).group(1))
     return name, rows // 64, -(-s // rows), lse.flatten().double().cpu()
 
 

@@ -99,9 +99,9 @@ def run_case(torch, check, make_inputs, case) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--paths", default="auto,auto-m64,auto-m128,auto-m192,auto-consumer-store,wgmma,sm80",
-                    help="comma-separated kernel paths (_C.attention_set_path; auto-m64 / m128 / m192: auto with "
-                         "d64's rows per tile forced; auto-consumer-store: the output stored by the consumer "
+    ap.add_argument("--paths", default="auto,auto-m64,auto-m128,auto-m192,auto-m256,auto-consumer-store,wgmma,sm80",
+                    help="comma-separated kernel paths (_C.attention_set_path; auto-m64 / m128 / m192 / m256: auto "
+                         "with d64's rows per tile forced; auto-consumer-store: the output stored by the consumer "
                          "warps), default all")
     ap.add_argument("--cases", default=None,
                     help="comma-separated case names (see --list), default all; racecheck takes minutes on each "

@@ -24,8 +24,8 @@ namespace {
 // three-consumer d64 tile spills with the general mask code), key-padding
 // masks that key_row_packable accepts KEY_ROW_VARIANT (the three-consumer d64
 // tile holds those packed; -1: MASKED_VARIANT). d64 picks its rows per tile
-// (TWO_CONSUMER_VARIANT: 128, ONE_CONSUMER_VARIANT: 64, else 192) with
-// d64_rows's cost model. The plain wgmma kernel
+// (TWO_CONSUMER_VARIANT: 128, ONE_CONSUMER_VARIANT: 64, FOUR_CONSUMER_VARIANT:
+// 256 rows of 64-key blocks, else 192) with d64_rows's cost model. The plain wgmma kernel
 // (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on and runs
 // where the warp-specialised one can't (no tensor maps for these strides, d256,
 // the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x its 128-key
@@ -37,11 +37,12 @@ template <>
 struct HopperTiles<64> {
   using Variants = std::tuple<HopperWsConfig<64, 128, 3, 2, true>, HopperWsConfig<64, 128, 2, 2, true>,
                               HopperWsConfig<64, 128, 3, 2, false>, HopperWsConfig<64, 128, 1, 2, false>,
-                              HopperConfig<64, 64, 2>>;
-  static constexpr int FIRST_BASIC = 4, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0;
-  static constexpr int TWO_CONSUMER_VARIANT = 1, ONE_CONSUMER_VARIANT = 3;
+                              HopperWsConfig<64, 64, 4, 4, true>, HopperConfig<64, 64, 2>>;
+  static constexpr int FIRST_BASIC = 5, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0;
+  static constexpr int TWO_CONSUMER_VARIANT = 1, ONE_CONSUMER_VARIANT = 3, FOUR_CONSUMER_VARIANT = 4;
   static_assert(std::tuple_element_t<TWO_CONSUMER_VARIANT, Variants>::BLOCK_M == 128 &&
                 std::tuple_element_t<ONE_CONSUMER_VARIANT, Variants>::BLOCK_M == 64 &&
+                std::tuple_element_t<FOUR_CONSUMER_VARIANT, Variants>::BLOCK_M == 256 &&
                 std::tuple_element_t<0, Variants>::BLOCK_M == 192);
 };
 template <>
@@ -150,8 +151,13 @@ bool typed_key_row_mask(const AttentionParams& p) {
 // 11.4 / -, B8 S512 25.7 / 25.9 / 26.3, B32 S128 13.5 / 13.3 / 15.0, B32 S512
 // 87.4 / 89.8 / 83.3; 16k tokens, H32: S512 201 / 203 / 189, S2k 630 / 663 /
 // 568. The 128-row tile (two consumers) is never better than 64 rows by more
-// than noise, so it only serves masks that are not key padding. Causal
-// inputs keep 192 rows.
+// than noise, so it only serves masks that are not key padding. Unmasked
+// inputs without softcap may also take 256 rows (four consumers, 64-key
+// blocks), a row 1.09x a 192-row tile's from 2k to 16k but whole wherever the
+// sequence is a multiple of 256 (16k tokens, H32, fp16 / bf16, us for 192 /
+// 256 rows: S512 180.7 / 172.5, 178.4 / 169.5; S1k 338.0 / 321.9, 321.3 /
+// 304.2; S2k 592 / 626, 586 / 621; S16k 4552 / 4769, 4357 / 4675). Causal
+// inputs keep 192 rows (256 ran 10-50 % slower).
 int d64_rows(const AttentionParams& p) {
   LaunchDevice dev;
   if (p.causal || current_launch_device(&dev) != cudaSuccess || dev.multiprocessors <= 0) return 192;
@@ -159,7 +165,9 @@ int d64_rows(const AttentionParams& p) {
     const int64_t tiles = p.batch * p.q_heads * ((p.q_len + rows - 1) / rows);
     return double((tiles + dev.multiprocessors - 1) / dev.multiprocessors) * double(rows) * per_row;
   };
-  return cost(64, 1.15) <= cost(192, 1.0) ? 64 : 192;
+  const bool plain = p.mask_kind == MaskKind::none && !(p.softcap > 0.f);
+  const double c64 = cost(64, 1.15), c192 = cost(192, 1.0), c256 = plain ? cost(256, 1.09) : c192 + 1.0;
+  return c64 <= c192 && c64 <= c256 ? 64 : c256 < c192 ? 256 : 192;
 }
 
 // f(TypeTag<CFG>, MASKED, KEY_ROW, SOFTCAP) for the kernel that runs p: the bucket's
@@ -168,9 +176,10 @@ int d64_rows(const AttentionParams& p) {
 // KEY_ROW_VARIANT (packable key-padding masks), moved to the first plain wgmma
 // config when the warp-specialised kernel is not allowed or p's views have no
 // tensor maps. d64's rows per tile (d64_rows, or forced by variant
-// TWO_CONSUMER_VARIANT / ONE_CONSUMER_VARIANT) apply to masked inputs too; the
-// 64-row tile takes unmasked inputs and key-padding masks only (others: 128
-// rows). Softcapped inputs take variant 0 built for softcap (unmasked) or
+// TWO_CONSUMER_VARIANT / ONE_CONSUMER_VARIANT / FOUR_CONSUMER_VARIANT) apply
+// to masked inputs too; the 64-row tile takes unmasked inputs and key-padding
+// masks only (others: 128 rows), the 256-row tile unmasked inputs without
+// softcap only (others: as for 192 rows). Softcapped inputs take variant 0 built for softcap (unmasked) or
 // MASKED_VARIANT's general mask code (any mask; its one build reads softcap at
 // run time); the other warp-specialised kernels are built without softcap code
 // (half the code: flash_fwd_ws_kernel's SOFTCAP). `maps` receives the encoded
@@ -189,14 +198,16 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
     bool one = false, packed = false;
     if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
     if constexpr (D.value == 64) {
-      const int rows = index == 0                            ? d64_rows(p)
-                       : index == Tiles::TWO_CONSUMER_VARIANT   ? 128
-                       : index == Tiles::ONE_CONSUMER_VARIANT ? 64
-                                                              : 192;
+      const int rows = index == 0                             ? d64_rows(p)
+                       : index == Tiles::TWO_CONSUMER_VARIANT  ? 128
+                       : index == Tiles::ONE_CONSUMER_VARIANT  ? 64
+                       : index == Tiles::FOUR_CONSUMER_VARIANT ? 256
+                                                               : 192;
       one = rows == 64 && (!masked || key_row);
-      packed = key_row && rows == 192 && key_row_packable(p);
+      packed = key_row && rows != 64 && rows != 128 && key_row_packable(p);
       if (rows == 128) index = Tiles::TWO_CONSUMER_VARIANT;
       if (one) index = Tiles::ONE_CONSUMER_VARIANT;
+      if (rows == 256) index = masked || softcap ? 0 : Tiles::FOUR_CONSUMER_VARIANT;
     }
     if (masked && !one) index = packed ? Tiles::KEY_ROW_VARIANT : Tiles::MASKED_VARIANT;
     // Softcap: the tiles built with it (d64: 192 rows unmasked, 128 masked).

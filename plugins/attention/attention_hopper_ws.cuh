@@ -5,12 +5,13 @@
 //   producer (warpgroup 0, registers given back with setmaxnreg): one thread
 //     issues TMA loads of Q once and of K_j / V_j into a STAGES-deep ring of
 //     shared-memory buffers; each buffer has a "full" mbarrier (completed by
-//     the TMA byte count) and an "empty" one (completed when all 8 consumer
+//     the TMA byte count) and an "empty" one (completed when all consumer
 //     warps are done reading it). Warp 2 sends each consumer's output rows,
 //     staged in shared memory, out with TMA stores.
 //   consumers (warpgroups 1.., 64 rows each, registers raised; 2 consumers at
 //     240 registers for d128, 3 at 160 for d64, where the exponentials weigh more,
-//     1 at 224 with two CTAs per SM for d64 grids that would leave SMs idle):
+//     1 at 224 with two CTAs per SM for d64 grids that would leave SMs idle,
+//     4 at 112 with 64-key blocks for d64 sequences that 192-row tiles pad):
 //     S = Q K^T and O += P V with wgmma, the online softmax in registers.
 // Within a consumer, S_{j+1} = Q K_{j+1}^T and O += P_j V_j are issued together
 // and the softmax of S_{j+1} runs while P_j V_j is still on the tensor cores;
@@ -63,9 +64,13 @@ struct HopperWsConfig {
   // 65536 registers per SM: 128 * 24 + 256 * 240, 128 * 32 + 384 * 160, or
   // two CTAs of 128 * 32 + 128 * 224 (setmaxnreg moves registers within the
   // CTA's launch allocation: 168 x 384, 128 x 384 and 128 x 256 threads).
-  static constexpr int PRODUCER_REGISTERS = CONSUMERS == 2 ? 24 : 32;
-  static constexpr int CONSUMER_REGISTERS = CONSUMERS == 1 ? 224 : CONSUMERS == 2 ? 240 : 160;
-  static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "one to three consumer warpgroups");
+  // Four consumers (64-key blocks, 80 registers of S, P and O): 640 threads
+  // launch at 96, so 128 * 24 + 512 * 112.
+  static constexpr int PRODUCER_REGISTERS = CONSUMERS == 2 || CONSUMERS == 4 ? 24 : 32;
+  static constexpr int CONSUMER_REGISTERS =
+      CONSUMERS == 1 ? 224 : CONSUMERS == 2 ? 240 : CONSUMERS == 3 ? 160 : 112;
+  static_assert(CONSUMERS >= 1 && CONSUMERS <= 4, "one to four consumer warpgroups");
+  static_assert(CONSUMERS < 4 || BN <= 64, "four consumers hold 64-key blocks only");
   static_assert(!(PINGPONG && CONSUMERS == 1), "ping-pong turns need two or more consumers");
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
   // Q, the output staging tile (so the next tile's Q can land during this

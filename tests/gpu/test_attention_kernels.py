@@ -26,8 +26,9 @@ DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 # auto with d64's rows per tile forced (attention_set_tile_variant; HopperTiles<64> in
-# attention_hopper.cu): 64 rows (one consumer, two CTAs per SM), 128 (two consumers) or 192 (three).
-TILE_PATHS = {"auto-m64": 3, "auto-m128": 1, "auto-m192": 2}
+# attention_hopper.cu): 64 rows (one consumer, two CTAs per SM), 128 (two consumers), 192 (three) or
+# 256 (four, 64-key blocks; unmasked inputs without softcap, the others as for 192).
+TILE_PATHS = {"auto-m64": 3, "auto-m128": 1, "auto-m192": 2, "auto-m256": 4}
 # auto with the warp-specialised kernel's output stored by its consumers (attention_set_output_store)
 # instead of TMA stores from a producer warp.
 STORE_PATHS = {"auto-consumer-store": "consumers"}
@@ -47,9 +48,10 @@ def set_kernel_path(name: str) -> tuple[str, int, str]:
 def kernel_path(request):
     """Every test runs on each kernel family: 'auto' (on an H100 with an sm_90a build: the
     warp-specialised TMA kernel, or the plain wgmma kernel where it can't run), 'auto-m64' /
-    'auto-m128' / 'auto-m192' (the same with d64's rows per tile forced: short grids otherwise
-    take 64 rows, so the others' key-padding paths, the packed mask of the 192-row tile and the
-    unpacked one of the 128-row tile, run here; masks that are not key padding take 128 rows),
+    'auto-m128' / 'auto-m192' / 'auto-m256' (the same with d64's rows per tile forced: short grids
+    otherwise take 64 rows, so the others' key-padding paths, the packed mask of the 192-row tile
+    and the unpacked one of the 128-row tile, run here; masks that are not key padding take 128
+    rows; the four-consumer 256-row tile takes unmasked inputs without softcap),
     'auto-consumer-store' (the same with the output stored by the consumer warps, the kernel's
     fallback where the output has no tensor map), 'wgmma' (the plain wgmma kernel forced) and
     'sm80' (the mma.sync kernel forced)."""
@@ -620,11 +622,16 @@ def test_path_choice(kernel_path):
         assert _kernel_name(q2, k2, v2).startswith("flash_fwd_wgmma<")
         # d64: a grid under a wave takes the 64-row tile (two CTAs per SM), causal inputs 192 rows.
         q3, k3, v3 = make_inputs(1, 2, 2, 64, 64, 64, 64, torch.float16)
-        rows = {"auto-m128": 128, "auto-m192": 192}.get(kernel_path, 64)
-        assert f",m{rows},n128," in _kernel_name(q3, k3, v3)
+        rows = {"auto-m128": 128, "auto-m192": 192, "auto-m256": 256}.get(kernel_path, 64)
+        assert f",m{rows},n{64 if rows == 256 else 128}," in _kernel_name(q3, k3, v3)
         if kernel_path == "auto":
             assert ",m64,n128,w8,b2>" in _kernel_name(q3, k3, v3)
             assert ",m192," in _kernel_name(q3, k3, v3, causal=True)
+            # 16k tokens at seqlen 1k (bench_attention's d64 case): 256 rows, whole tiles; causal
+            # inputs keep 192 rows.
+            q4, k4, v4 = make_inputs(16, 32, 32, 1024, 1024, 64, 64, torch.float16)
+            assert ",m256,n64," in _kernel_name(q4, k4, v4)
+            assert ",m192," in _kernel_name(q4, k4, v4, causal=True)
         # Softcap: only variant 0 has an unmasked build with softcap code (192 rows at d64).
         assert ",m192," in _kernel_name(q3, k3, v3, softcap=5.0)
     elif kernel_path == "wgmma" and hopper:
