@@ -157,7 +157,7 @@ bool typed_key_row_mask(const AttentionParams& p) {
 // sequence is a multiple of 256 (16k tokens, H32, fp16 / bf16, us for 192 /
 // 256 rows: S512 180.7 / 172.5, 178.4 / 169.5; S1k 338.0 / 321.9, 321.3 /
 // 304.2; S2k 592 / 626, 586 / 621; S16k 4552 / 4769, 4357 / 4675). Causal
-// inputs keep 192 rows (256 ran 10-50 % slower).
+// inputs keep 192 rows (256 ran 10-58 % slower).
 int d64_rows(const AttentionParams& p) {
   LaunchDevice dev;
   if (p.causal || current_launch_device(&dev) != cudaSuccess || dev.multiprocessors <= 0) return 192;
