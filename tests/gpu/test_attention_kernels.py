@@ -632,6 +632,9 @@ def test_path_choice(kernel_path):
             q4, k4, v4 = make_inputs(16, 32, 32, 1024, 1024, 64, 64, torch.float16)
             assert ",m256,n64," in _kernel_name(q4, k4, v4)
             assert ",m192," in _kernel_name(q4, k4, v4, causal=True)
+            # Under 512 keys (ViT-B/16's 197 tokens) the 256-row tile is not chosen.
+            q5, k5, v5 = make_inputs(32, 12, 12, 197, 197, 64, 64, torch.float16)
+            assert ",m256," not in _kernel_name(q5, k5, v5)
         # Softcap: only variant 0 has an unmasked build with softcap code (192 rows at d64).
         assert ",m192," in _kernel_name(q3, k3, v3, softcap=5.0)
     elif kernel_path == "wgmma" and hopper:
