@@ -26,11 +26,11 @@ namespace {
 // masks that key_row_packable accepts KEY_ROW_VARIANT (the three-consumer d64
 // tile holds those packed; -1: MASKED_VARIANT). d64 picks its rows per tile
 // (TWO_CONSUMER_VARIANT: 128, ONE_CONSUMER_VARIANT: 64, FOUR_CONSUMER_VARIANT:
-// 256 rows of 64-key blocks, else 192) with d64_rows's cost model. The plain wgmma kernel
-// (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on and runs
-// where the warp-specialised one can't (no tensor maps for these strides, d256,
-// the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x its 128-key
-// tiles. The rest serve the benchmark's tile sweep (losers of earlier sweeps,
+// 256 rows of 64-key blocks, else 192) with d64_rows's cost model. The plain
+// wgmma kernel (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on
+// and runs where the warp-specialised one can't (no tensor maps for these
+// strides, d256, the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x
+// its 128-key tiles. The rest serve the benchmark's tile sweep (losers of earlier sweeps,
 // such as a 3-stage d64 ring, were dropped to keep the instantiations few).
 template <int D>
 struct HopperTiles;
@@ -183,12 +183,12 @@ int d64_rows(const AttentionParams& p) {
 // TWO_CONSUMER_VARIANT / ONE_CONSUMER_VARIANT / FOUR_CONSUMER_VARIANT) apply
 // to masked inputs too; the 64-row tile takes unmasked inputs and key-padding
 // masks only (others: 128 rows), the 256-row tile unmasked inputs without
-// softcap only (others: as for 192 rows). Softcapped inputs take variant 0 built for softcap (unmasked) or
-// MASKED_VARIANT's general mask code (any mask; its one build reads softcap at
-// run time); the other warp-specialised kernels are built without softcap code
-// (half the code: flash_fwd_ws_kernel's SOFTCAP). `maps` receives the encoded
-// maps. Masked inputs instantiate at most five kernels per bucket and dtype,
-// not all variants.
+// softcap only (others: as for 192 rows). Softcapped inputs take variant 0
+// built for softcap (unmasked) or MASKED_VARIANT's general mask code (any mask;
+// its one build reads softcap at run time); the other warp-specialised kernels
+// are built without softcap code (half the code: flash_fwd_ws_kernel's
+// SOFTCAP). `maps` receives the encoded maps. Masked inputs instantiate at most
+// five kernels per bucket and dtype, not all variants.
 template <typename F>
 auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws, TmaMaps* maps, F&& f) {
   const bool masked = p.mask_kind != MaskKind::none;
