@@ -30,8 +30,9 @@ namespace {
 // wgmma kernel (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on
 // and runs where the warp-specialised one can't (no tensor maps for these
 // strides, d256, the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x
-// its 128-key tiles. The rest serve the benchmark's tile sweep (losers of earlier sweeps,
-// such as a 3-stage d64 ring, were dropped to keep the instantiations few).
+// its 128-key tiles. The rest serve the benchmark's tile sweep (losers of
+// earlier sweeps, such as a 3-stage d64 ring, were dropped to keep the
+// instantiations few).
 template <int D>
 struct HopperTiles;
 template <>
@@ -208,10 +209,10 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
                        : index == Tiles::FOUR_CONSUMER_VARIANT ? 256
                                                                : 192;
       one = rows == 64 && (!masked || key_row);
-      packed = key_row && rows != 64 && rows != 128 && key_row_packable(p);
+      packed = key_row && rows >= 192 && key_row_packable(p);
       if (rows == 128) index = Tiles::TWO_CONSUMER_VARIANT;
       if (one) index = Tiles::ONE_CONSUMER_VARIANT;
-      if (rows == 256) index = masked || softcap ? 0 : Tiles::FOUR_CONSUMER_VARIANT;
+      if (rows == 256) index = Tiles::FOUR_CONSUMER_VARIANT;  // masked or softcapped: moved on below
     }
     if (masked && !one) index = packed ? Tiles::KEY_ROW_VARIANT : Tiles::MASKED_VARIANT;
     // Softcap: the tiles built with it (d64: 192 rows unmasked, 128 masked).

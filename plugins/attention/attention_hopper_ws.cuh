@@ -61,11 +61,11 @@ struct HopperWsConfig {
   static constexpr bool PING_PONG = PINGPONG;
   static constexpr bool PERSISTENT = true;  // BLOCKS_PER_SM resident CTAs per SM walk the tiles
   static constexpr bool Q_BY_TMA = true;    // rows outside [0, q_len) arrive as zeros (TMA bounds)
-  // 65536 registers per SM: 128 * 24 + 256 * 240, 128 * 32 + 384 * 160, or
-  // two CTAs of 128 * 32 + 128 * 224 (setmaxnreg moves registers within the
-  // CTA's launch allocation: 168 x 384, 128 x 384 and 128 x 256 threads).
-  // Four consumers (64-key blocks, 80 registers of S, P and O): 640 threads
-  // launch at 96, so 128 * 24 + 512 * 112.
+  // 65536 registers per SM: 128 * 24 + 256 * 240, 128 * 32 + 384 * 160, two
+  // CTAs of 128 * 32 + 128 * 224, or 128 * 24 + 512 * 112 (four consumers:
+  // 64-key blocks, 80 registers of S, P and O). setmaxnreg moves registers
+  // within the CTA's launch allocation: 168 x 384, 128 x 384, 128 x 256 and
+  // 96 x 640 threads.
   static constexpr int PRODUCER_REGISTERS = CONSUMERS == 2 || CONSUMERS == 4 ? 24 : 32;
   static constexpr int CONSUMER_REGISTERS =
       CONSUMERS == 1 ? 224 : CONSUMERS == 2 ? 240 : CONSUMERS == 3 ? 160 : 112;
