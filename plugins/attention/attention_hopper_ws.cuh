@@ -95,6 +95,19 @@ __device__ __forceinline__ int persistent_tile(int it, bool snake) {
   return it * int(gridDim.x) + ((snake && (it & 1)) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x));
 }
 
+// Key blocks consumer c's 64 rows of a tile (rows from m0) read: a prefix of
+// the tile's n_blocks, shorter near the causal diagonal for all but the last
+// consumer, none for rows wholly outside [0, q_len) (m_shift's padding before
+// row 0, the last tile's past q_len).
+template <int BN>
+__device__ __forceinline__ int consumer_blocks(const FlashArgs& a, int m0, int c, int n_blocks) {
+  const int r0 = max(m0 + 64 * c, 0), r1 = min(m0 + 64 * c + 64, a.q_len);
+  if (r0 >= r1) return 0;
+  if (!a.causal) return n_blocks;
+  const int64_t visible = int64_t(r1) + a.causal_offset;  // keys j < visible for row r1 - 1
+  return visible <= 0 ? 0 : min(n_blocks, int((visible + BN - 1) / BN));
+}
+
 // Persistent: CTA c runs tiles persistent_tile(0), persistent_tile(1), ... in
 // block_work's order. The K/V ring and the Q buffer keep their barrier phases
 // across tiles.
@@ -385,7 +398,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         w_cur.n_blocks = __shfl_sync(0xffffffffu, published[0], 0);
         zero_blocks = __shfl_sync(0xffffffffu, published[1], 0);
       }
-      if (w.n_blocks == 0) {
+      // This consumer's blocks: the tile's first nc. The rest it only releases
+      // (below); the consumers' matrix products and exponentials then serve the
+      // rows that need them. Unmasked kernels only: the masked ones have no
+      // register for the second count (they spilled).
+      const int nc = MASKED ? w.n_blocks : consumer_blocks<BN>(a, w.m0, cg, w.n_blocks);
+      if (nc == 0) {
         release(q_empty);
       } else {
         float s[1][NT][4];
@@ -403,12 +421,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         wgmma_wait<0>();
         pin_registers<NT>(s[0]);
         release(k_empty + st);
-        if (w.n_blocks == 1) release(q_empty);  // the next tile's Q may land now
+        if (nc == 1) release(q_empty);  // the next tile's Q may land now
         prepare(s, 0);
         softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
         pack_p<T, 1, NT>(s, ap);
 
-        for (int nb = 1; nb < w.n_blocks; ++nb) {
+        for (int nb = 1; nb < nc; ++nb) {
           const int pst = st, pphase = (kv / STAGES) & 1;  // block nb - 1 (its P V is still to do)
           ++kv;
           st = kv % STAGES;
@@ -429,7 +447,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           wgmma_wait<1>();  // S_nb has landed; P_{nb-1} V_{nb-1} may still run
           pin_registers<NT>(s[0]);
           release(k_empty + st);
-          if (nb == w.n_blocks - 1) release(q_empty);
+          if (nb == nc - 1) release(q_empty);
           prepare(s, nb);
           softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);
           wgmma_wait<0>();
@@ -440,7 +458,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
 
         mbar_wait(v_full + st, (kv / STAGES) & 1);
         turn_begin();
-        if (w.n_blocks > 1) rescale_o<1, DT>(o, alpha);
+        if (nc > 1) rescale_o<1, DT>(o, alpha);
         wgmma_fence();
         issue_pv(ap, st);
         wgmma_commit();
@@ -449,6 +467,25 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         pin_registers<DT>(o[0]);
         release(v_empty + st);
         ++kv;
+      }
+      if (!MASKED && nc < w.n_blocks) {
+        // The ring's turns nc + 1 .. n_blocks (every consumer takes the tile's
+        // n_blocks + 1; all of them without blocks), empty, each after the
+        // release of skipped block k - 1 once it has landed: a release before
+        // the load could count toward the stage's previous use, and block k - 1
+        // lands before the turns that need block k (no wait on each other).
+        for (int k = nc == 0 ? 0 : nc + 1; k <= w.n_blocks; ++k) {
+          if (k > nc) {
+            const int st = kv % STAGES, phase = (kv / STAGES) & 1;
+            mbar_wait(k_full + st, phase);
+            release(k_empty + st);
+            mbar_wait(v_full + st, phase);
+            release(v_empty + st);
+            ++kv;
+          }
+          turn_begin();
+          turn_end();
+        }
       }
       // s_o is free once the previous tile's TMA stores have read it (a tile
       // ago: no wait in practice). One barrier for all consumers: a wait on a

@@ -208,10 +208,12 @@ def test_heads(hq, hkv, causal):
 # ---------------------------------------------------------------------------
 # Causal alignment: offset 0 (top-left, ONNX without past keys), bottom-right
 # (skv - sq, ONNX with past keys), negative (leading rows fully masked).
+# d64's 192-row tiles: consumers whose rows see fewer key blocks than the tile's, or none.
 @pytest.mark.parametrize("sq,skv,offset", [(100, 300, 0), (100, 300, 200), (300, 100, -200), (64, 64, -10),
-                                           (1, 513, 512), (129, 1000, 871)])
-def test_causal_offset(sq, skv, offset):
-    q, k, v = make_inputs(2, 4, 4, sq, skv, 128, 128, torch.float16, seed=sq + skv)
+                                           (1, 513, 512), (129, 1000, 871), (700, 700, -130)])
+@pytest.mark.parametrize("d", [64, 128])
+def test_causal_offset(sq, skv, offset, d):
+    q, k, v = make_inputs(2, 4, 4, sq, skv, d, d, torch.float16, seed=sq + skv)
     check(q, k, v, causal=True, causal_offset=offset)
 
 
