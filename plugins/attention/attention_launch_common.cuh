@@ -92,11 +92,14 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m, bool q_by_tma)
 // tile (the hardware's dynamic balance: d128 16k 638 against 395-477 TFLOP/s
 // persistent), else the persistent grid with tiles heaviest first in sections
 // of heads whose K/V take 2 MiB (d128: 1.2-1.3x the other sections at 512-4k)
-// or 8 MiB (d64, where 2-32 MiB are within 5 %).
+// or, at d64, 8 MiB up to 32 query blocks a head (2-32 MiB within 5 %, 32 MiB
+// 3 % behind at 1k) and 32 MiB beyond (8k: 1.06x 8 MiB, 1.02x a CTA per tile;
+// bench/NOTES-attention.md item 58).
 inline constexpr int CAUSAL_TILES_PER_HEAD_MAX = 48;
 inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
   if (m_blocks > CAUSAL_TILES_PER_HEAD_MAX) return 0;
-  return head_dim_bucket(p) <= 64 ? 8 : 2;
+  if (head_dim_bucket(p) > 64) return 2;
+  return m_blocks > 32 ? 32 : 8;
 }
 // attention_set_schedule's override, or -1 for the default.
 int schedule_override();
