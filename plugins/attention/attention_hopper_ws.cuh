@@ -401,8 +401,10 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       // This consumer's blocks: the tile's first nc. The rest it only releases
       // (below); the consumers' matrix products and exponentials then serve the
       // rows that need them. Unmasked kernels only: the masked ones have no
-      // register for the second count (they spilled).
-      const int nc = MASKED ? w.n_blocks : consumer_blocks<BN>(a, w.m0, cg, w.n_blocks);
+      // register for the second count (they spilled). From cg_uniform: a loop
+      // bound ptxas can't prove warp-uniform took the loop's wgmma descriptors
+      // off the uniform datapath (R2UR before every wgmma, 5-8 % slower).
+      const int nc = MASKED ? w.n_blocks : consumer_blocks<BN>(a, w.m0, cg_uniform, w.n_blocks);
       if (nc == 0) {
         release(q_empty);
       } else {
