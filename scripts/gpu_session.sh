@@ -38,6 +38,9 @@ if has build; then
   step "headers + build"
   mkdir -p .deps && tar -C .deps -xzf .gpu-deps/deps.tar.gz || { echo "no header tarball"; exit 1; }
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+  # The wheel's build directory (pyproject's build-dir) from an earlier call on this machine looks
+  # up to date: the copied tree keeps its files' times, so stale objects would be installed.
+  rm -rf build/cp*
   $PY -m pip install --no-build-isolation --no-deps -v . > "$OUT/build.txt" 2>&1 \
     || { tail -60 "$OUT/build.txt"; echo "BUILD FAILED"; exit 1; }
   grep -E "warning|spill|ptxas info" "$OUT/build.txt" | grep -v "^--" | tail -40
