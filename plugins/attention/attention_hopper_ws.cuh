@@ -471,11 +471,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         ++kv;
       }
       if (!MASKED && nc < w.n_blocks) {
-        // The ring's turns nc + 1 .. n_blocks (every consumer takes the tile's
-        // n_blocks + 1; all of them without blocks), empty, each after the
-        // release of skipped block k - 1 once it has landed: a release before
-        // the load could count toward the stage's previous use, and block k - 1
-        // lands before the turns that need block k (no wait on each other).
+        // Every consumer takes the tile's n_blocks + 1 ping-pong turns: this one
+        // takes turns nc + 1 .. n_blocks (0 .. n_blocks without blocks) empty,
+        // each after releasing skipped block k - 1 once it has landed. A release
+        // before the load could count toward the stage's previous use; block
+        // k - 1 lands before the others' turns that need block k, so the ring
+        // and the loads never wait on each other.
         for (int k = nc == 0 ? 0 : nc + 1; k <= w.n_blocks; ++k) {
           if (k > nc) {
             const int st = kv % STAGES, phase = (kv / STAGES) & 1;
