@@ -103,9 +103,8 @@ template <int BN>
 __device__ __forceinline__ int consumer_blocks(const FlashArgs& a, int m0, int c, int n_blocks) {
   const int r0 = max(m0 + 64 * c, 0), r1 = min(m0 + 64 * c + 64, a.q_len);
   if (r0 >= r1) return 0;
-  if (!a.causal) return n_blocks;
-  const int64_t visible = int64_t(r1) + a.causal_offset;  // keys j < visible for row r1 - 1
-  return visible <= 0 ? 0 : min(n_blocks, int((visible + BN - 1) / BN));
+  const int last = last_visible_key<false>(a, r1 - 1);  // of the consumer's last row
+  return last < 0 ? 0 : min(n_blocks, last / BN + 1);
 }
 
 // Persistent: CTA c runs tiles persistent_tile(0), persistent_tile(1), ... in
