@@ -158,10 +158,12 @@ bool typed_key_row_mask(const AttentionParams& p) {
 // blocks), a row 1.09x a 192-row tile's from 2k to 16k but whole wherever the
 // sequence is a multiple of 256 (16k tokens, H32, fp16 / bf16, us for 192 /
 // 256 rows: S512 180.7 / 172.5, 178.4 / 169.5; S1k 338.0 / 321.9, 321.3 /
-// 304.2; S2k 592 / 626, 586 / 621; S16k 4552 / 4769, 4357 / 4675), measured
-// from 512 keys on: shorter key ranges (ViT's 197) keep the other tiles, whose
-// per-tile costs were measured there. Causal inputs keep 192 rows (256 ran
-// 10-58 % slower).
+// 304.2; S2k 592 / 626, 586 / 621; S16k 4552 / 4769, 4357 / 4675). Below 512
+// keys the same costs hold (graphs, fp16, H12, us for 64 / 192 / 256 rows:
+// B32 S197 24.8 / 30.3 / 22.1, B128 S197 84.6 / 110.3 / 77.6, B32 S384 44.3 /
+// 42.9 / 53.7, B32 S128 9.3 / 10.3 / 12.0; over 62 cases from 128 to 1k keys
+// the model's pick is 0.4 % slower than the best on average, at most 7.4 %).
+// Causal inputs keep 192 rows (256 ran 10-58 % slower).
 int d64_rows(const AttentionParams& p) {
   LaunchDevice dev;
   if (p.causal || current_launch_device(&dev) != cudaSuccess || dev.multiprocessors <= 0) return 192;
@@ -169,7 +171,7 @@ int d64_rows(const AttentionParams& p) {
     const int64_t tiles = p.batch * p.q_heads * ((p.q_len + rows - 1) / rows);
     return double((tiles + dev.multiprocessors - 1) / dev.multiprocessors) * double(rows) * per_row;
   };
-  const bool plain = p.mask_kind == MaskKind::none && !(p.softcap > 0.f) && p.kv_len >= 512;
+  const bool plain = p.mask_kind == MaskKind::none && !(p.softcap > 0.f);
   const double c64 = cost(64, 1.15), c192 = cost(192, 1.0);
   const double c256 = plain ? cost(256, 1.09) : std::numeric_limits<double>::infinity();
   return c64 <= c192 && c64 <= c256 ? 64 : c256 < c192 ? 256 : 192;
