@@ -635,7 +635,7 @@ def test_path_choice(kernel_path):
             assert ",m256,n64," in _kernel_name(q4, k4, v4)
             assert ",m192," in _kernel_name(q4, k4, v4, causal=True)
             # ViT-B/16 at batch 32 (197 tokens): 256 rows (three tiles per SM against twelve of
-            # 64 rows); BERT-base's 384 at batch 32: 192 rows, whole tiles.
+            # 64 rows); BERT-large's shape (H16, 384 tokens) at batch 32: 192 rows, whole tiles.
             q5, k5, v5 = make_inputs(32, 12, 12, 197, 197, 64, 64, torch.float16)
             assert ",m256,n64," in _kernel_name(q5, k5, v5)
             q6, k6, v6 = make_inputs(32, 16, 16, 384, 384, 64, 64, torch.float16)
