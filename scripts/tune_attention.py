@@ -102,7 +102,8 @@ def main() -> int:
                     help="kernel paths (attention_set_path); cudnn: torch's SDPA on its cuDNN backend, a reference")
     ap.add_argument("--variants", type=int, nargs="+", default=[0], help="tile variants (attention_set_tile_variant)")
     ap.add_argument("--schedules", type=int, nargs="+", default=[-1],
-                    help="tile schedules (attention_set_schedule: -1 the default, 0 a CTA per tile, n > 0 "
+                    help="tile schedules (attention_set_schedule: -1 the default, -2 head-major without dealing "
+                         "the partial tiles apart, 0 a CTA per tile, n > 0 "
                          "sections of heads whose K/V take n MiB)")
     ap.add_argument("--reps", type=int, default=20,
                     help="calls per timed block, as bench_attention.py (10 or fewer read a burst regime in which "

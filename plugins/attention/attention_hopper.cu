@@ -145,35 +145,41 @@ bool typed_key_row_mask(const AttentionParams& p) {
 
 // d64 without causal masking: rows per tile, 64 (one consumer, two CTAs per
 // SM) or 192 (three consumers). Each SM walks ceil(tiles / SMs) tiles of the
-// persistent grid, so a grid costs that many tiles x rows per tile, a 64-row
-// tile's row 1.15x a 192-row tile's. The 192-row tile pads a 128-query
+// persistent grid, less what partial tiles save where they are dealt apart
+// (persistent_rounds), so a grid costs that many tiles x rows per tile, a
+// 64-row tile's row 1.21x a 192-row tile's. The 192-row tile pads a 128-query
 // sequence by half and a short grid leaves SMs idle. On the H100
 // (tune_attention.py --graph, H12, BERT's key-padding mask, us for 64 / 128 /
 // 192 rows): B1 S128 5.1 / 5.9 / -, B8 S128 7.0 / 7.1 / 7.4, B1 S512 10.0 /
 // 11.4 / -, B8 S512 25.7 / 25.9 / 26.3, B32 S128 13.5 / 13.3 / 15.0, B32 S512
-// 87.4 / 89.8 / 83.3; 16k tokens, H32: S512 201 / 203 / 189, S2k 630 / 663 /
-// 568. The 128-row tile (two consumers) is never better than 64 rows by more
-// than noise, so it only serves masks that are not key padding. Unmasked
-// inputs without softcap may also take 256 rows (four consumers, 64-key
-// blocks), a row 1.09x a 192-row tile's from 2k to 16k but whole wherever the
-// sequence is a multiple of 256 (16k tokens, H32, fp16 / bf16, us for 192 /
-// 256 rows: S512 180.7 / 172.5, 178.4 / 169.5; S1k 338.0 / 321.9, 321.3 /
-// 304.2; S2k 592 / 626, 586 / 621; S16k 4552 / 4769, 4357 / 4675). Below 512
-// keys the same costs hold (graphs, fp16, H12, us for 64 / 192 / 256 rows:
-// B32 S197 24.8 / 30.3 / 22.1, B128 S197 84.6 / 110.3 / 77.6, B32 S384 44.3 /
-// 42.9 / 53.7, B32 S128 9.3 / 10.3 / 12.0; over 62 cases from 128 to 1k keys
-// the model's pick is 0.4 % slower than the best on average, at most 7.4 %).
-// Causal inputs keep 192 rows (256 ran 10-58 % slower).
+// 87.4 / 89.8 / 83.3. The 128-row tile (two consumers) is never better than 64
+// rows by more than noise, so it only serves masks that are not key padding.
+// Unmasked inputs without softcap may also take 256 rows (four consumers,
+// 64-key blocks), a row 1.07x a 192-row tile's. Costs fitted to 55 grids
+// (graphs, fp16, H12 and H16, 128 to 1k keys, and 16k tokens at H32, 512 to
+// 4k; bench/NOTES-attention.md item 60), us for 64 / 192 / 256 rows: B32 S197
+// 24.8 / 28.9 / 22.7, B32 S384 45.8 / 43.4 / 49.2, B32 S448 66.3 / 65.3 / 58.5,
+// B32 S1k 261.9 / 229.5 / 250.4, and 16k tokens at H32 S512 - / 178.1 / 175.2;
+// the pick is 0.1 % slower than the best on average, at most 1.9 %. Causal
+// inputs keep 192 rows (256 ran 10-58 % slower).
 int d64_rows(const AttentionParams& p) {
   LaunchDevice dev;
   if (p.causal || current_launch_device(&dev) != cudaSuccess || dev.multiprocessors <= 0) return 192;
   auto cost = [&](int64_t rows, double per_row) {
-    const int64_t tiles = p.batch * p.q_heads * ((p.q_len + rows - 1) / rows);
-    return double((tiles + dev.multiprocessors - 1) / dev.multiprocessors) * double(rows) * per_row;
+    const int64_t per_head = (p.q_len + rows - 1) / rows, tiles = p.batch * p.q_heads * per_head;
+    if (rows == 64) return double((tiles + dev.multiprocessors - 1) / dev.multiprocessors) * double(rows) * per_row;
+    // One CTA per SM, partial tiles dealt apart (persistent_rounds). A partial
+    // tile with one, two or three consumers idle costs 0.86, 0.58 or 0.5 of a
+    // full one (item 59 (a) measured the first two; the third is a guess).
+    const int64_t tail = p.q_len - (per_head - 1) * rows;
+    const int64_t idle = rows / 64 - (tail + 63) / 64;
+    const double partial_cost = idle <= 0 ? 1.0 : idle == 1 ? 0.86 : idle == 2 ? 0.58 : 0.5;
+    return persistent_rounds(tiles, dev.multiprocessors, int(per_head), tail < rows, partial_cost) *
+           double(rows) * per_row;
   };
   const bool plain = p.mask_kind == MaskKind::none && !(p.softcap > 0.f);
-  const double c64 = cost(64, 1.15), c192 = cost(192, 1.0);
-  const double c256 = plain ? cost(256, 1.09) : std::numeric_limits<double>::infinity();
+  const double c64 = cost(64, 1.21), c192 = cost(192, 1.0);
+  const double c256 = plain ? cost(256, 1.07) : std::numeric_limits<double>::infinity();
   return c64 <= c192 && c64 <= c256 ? 64 : c256 < c192 ? 256 : 192;
 }
 

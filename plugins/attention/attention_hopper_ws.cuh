@@ -88,11 +88,34 @@ struct HopperWsConfig {
   static_assert(BLOCKS_PER_SM * (SMEM_BYTES + 1024) <= 228 * 1024, "shared memory per SM (1 KiB reserved per CTA)");
 };
 
-// Round `it` of a persistent grid. SNAKE (tiles of falling cost, block_work's
-// causal order): CTAs take the round's gridDim.x tiles in order on even rounds
-// and in reverse on odd ones, so no CTA keeps drawing the heaviest.
-__device__ __forceinline__ int persistent_tile(int it, bool snake) {
-  return it * int(gridDim.x) + ((snake && (it & 1)) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x));
+// Round `it` of a persistent grid: CTA blockIdx.x's tile, or `tiles` once
+// none is left. Round it runs tiles [it * G, it * G + G) (G = gridDim.x).
+// SNAKE (lpt_heads > 0: tiles of falling cost, block_work's causal order):
+// CTAs take them in order on even rounds and in reverse on odd ones, so no CTA
+// keeps drawing the heaviest. balance_ways > 0 (head-major tiles, each head's
+// first a partial query block): the same tiles per round, but the partial ones
+// go to CTAs [0, ways) in turn (head h's to CTA h % ways) and the full ones to
+// the other CTAs in order. With ways = tiles % G, the CTAs that run a tile in
+// the last round are the ones that drew the light tiles: d64 at 4k keys, the
+// longest CTA runs 21.2 full tiles' time instead of 22 (bench/NOTES-attention.md item 60).
+__device__ __forceinline__ int persistent_tile(const FlashArgs& a, int it, int tiles) {
+  const int g = int(gridDim.x), c = int(blockIdx.x), start = it * g;
+  if (a.balance_ways <= 0) return start + ((a.lpt_heads > 0 && (it & 1)) ? g - 1 - c : c);
+  if (start >= tiles) return tiles;
+  const int m = a.m_blocks, ways = a.balance_ways;
+  const int h0 = a.div_m_blocks.div(start + m - 1);                   // first head whose partial tile is in the round
+  const int p = a.div_m_blocks.div(min(start + g, tiles) + m - 1) - h0;  // partial tiles in the round
+  const int s = h0 - a.div_balance.div(h0) * ways;                    // CTA of head h0's partial tile
+  int takers_below = p;                                               // CTAs below c that take a partial tile
+  if (c < ways) {
+    const int d = c >= s ? c - s : c - s + ways;
+    if (d < p) return (h0 + d) * m;
+    takers_below = s + p <= ways ? min(max(c - s, 0), p) : min(max(c - s, 0), ways - s) + min(c, s + p - ways);
+  }
+  const int q = start - h0 + c - takers_below;  // full tiles before this CTA's
+  if (q >= tiles - a.bh_count) return tiles;
+  const int head = a.div_full_blocks.div(q);
+  return head * m + 1 + (q - head * (m - 1));
 }
 
 // Key blocks consumer c's 64 rows of a tile (rows from m0) read: a prefix of
@@ -185,7 +208,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       tma_prefetch_descriptor(&maps.v);
       int kv = 0;
       for (int it = 0;; ++it) {
-        const int tile = persistent_tile(it, a.lpt_heads > 0);
+        const int tile = persistent_tile(a, it, tiles);
         if (tile >= tiles) break;
         BlockWork w = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
         auto load_kv = [&](int nb) {
@@ -238,7 +261,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       // The mask scans, in the tiles' order; use u of a slot waits for the
       // issuing thread's release of use u - 1.
       for (int it = 0;; ++it) {
-        const int tile = persistent_tile(it, a.lpt_heads > 0);
+        const int tile = persistent_tile(a, it, tiles);
         if (tile >= tiles) break;
         int m_block;
         const int bh = tile_head(a, tile, m_block);
@@ -261,7 +284,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       // illegal instruction on the H100: the warp copies those rows itself.
       if (lane == 0) tma_prefetch_descriptor(&maps.o);
       for (int it = 0;; ++it) {
-        const int tile = persistent_tile(it, a.lpt_heads > 0);
+        const int tile = persistent_tile(a, it, tiles);
         if (tile >= tiles) break;
         int m_block;
         const int bh = tile_head(a, tile, m_block);
@@ -376,7 +399,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
 
     int kv = 0;
     for (int it = 0;; ++it) {
-      const int tile = persistent_tile(it, a.lpt_heads > 0);
+      const int tile = persistent_tile(a, it, tiles);
       if (tile >= tiles) break;
       w_cur = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
       const BlockWork& w = w_cur;

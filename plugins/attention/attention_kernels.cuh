@@ -66,8 +66,10 @@ struct FlashArgs {
   int bh_count, m_blocks;
   int m_shift;          // rows query block 0 starts before row 0 (see make_args); they are never stored
   int lpt_heads;        // > 0: tile order in sections of this many heads (see block_work); 0: head-major
+  int balance_ways;     // > 0: head-major, partial tiles dealt to CTAs [0, balance_ways) (persistent_tile)
   FastDiv div_m_blocks, div_q_heads, div_group, div_section, div_lpt_heads;  // by m_blocks, q_heads, group,
                                                                             // lpt_heads * m_blocks, lpt_heads
+  FastDiv div_balance, div_full_blocks;  // by balance_ways, m_blocks - 1
   float scale_log2;     // scale * log2(e)
   float softcap;        // 0: none
   float scale_softcap;  // scale / softcap

@@ -127,7 +127,7 @@ namespace {
 std::atomic<int> g_schedule{-1};
 }  // namespace
 
-int attention_set_schedule(int section_mib) { return g_schedule.exchange(section_mib < -1 ? -1 : section_mib); }
+int attention_set_schedule(int section_mib) { return g_schedule.exchange(section_mib < -2 ? -1 : section_mib); }
 
 int schedule_override() { return g_schedule.load(std::memory_order_relaxed); }
 

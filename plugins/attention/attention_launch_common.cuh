@@ -103,6 +103,34 @@ inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
 }
 // attention_set_schedule's override, or -1 for the default.
 int schedule_override();
+
+// persistent_tile's balance_ways for `tiles` head-major tiles (m_blocks a
+// head, the first partial) on `grid` CTAs: the CTAs that run one tile more
+// than the rest (tiles % grid), or all of them where that is fewer than one
+// round's partial tiles. 0 (the plain order) without partial tiles, with one
+// tile a head or one round, or with fewer heads than ways: then some CTA with
+// the extra tile keeps only full ones and the longest runs as long as in the
+// plain order (bench/NOTES-attention.md item 60).
+inline int balance_ways(int64_t tiles, int grid, int m_blocks, bool partial) {
+  if (!partial || m_blocks < 2 || grid <= 0 || tiles <= grid) return 0;
+  const int extra = int(tiles % grid);
+  const int per_round = (grid + m_blocks - 1) / m_blocks + 1;  // partial tiles a round can hold
+  const int ways = extra >= per_round ? extra : grid;
+  return tiles / m_blocks >= ways ? ways : 0;
+}
+
+// The longest CTA's work on a persistent grid of `grid` CTAs, in full tiles:
+// ceil(tiles / grid), less what the partial tiles save where balance_ways
+// deals them (each costs `partial_cost` of a full tile).
+inline double persistent_rounds(int64_t tiles, int grid, int m_blocks, bool partial, double partial_cost) {
+  const double rounds = double((tiles + grid - 1) / grid);
+  const int ways = balance_ways(tiles, grid, m_blocks, partial);
+  if (ways == 0) return rounds;
+  const double heads = double(tiles / m_blocks), saved = 1.0 - partial_cost;
+  const double lower = ways == grid ? (double(tiles) - heads * saved) / grid : double(tiles / grid);
+  return std::max(lower, rounds - double(int64_t(heads) / ways) * saved);
+}
+
 // attention_set_output_store: false while the consumers' own stores are forced.
 bool output_store_by_tma();
 
@@ -126,12 +154,20 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // differ in cost, so they go heaviest first in sections of heads whose
     // K/V fit in L2 together and rounds alternate direction: each round's
     // tiles cost about the same. (Or a CTA per tile: a section of 0 MiB.)
-    // Non-causal tiles cost alike: head-major by default (-1). Sections of
-    // heads (the hook's) measured within noise of it at d128 4k-16k
-    // (bench/NOTES-attention.md item 49).
+    // Non-causal tiles cost alike but for each head's partial query block:
+    // head-major by default (-1), the partial tiles dealt to the CTAs that run
+    // one tile more than the others (persistent_tile's balance_ways; -2 the
+    // plain order). Sections of heads (the hook's) measured within noise of
+    // head-major at d128 4k-16k (bench/NOTES-attention.md item 49).
     const int forced = schedule_override();
-    const int section_mib = forced >= 0 ? forced : p.causal ? default_causal_section_mib(p, a.m_blocks) : -1;
+    const int section_mib = forced >= 0 || forced == -2 ? forced : p.causal ? default_causal_section_mib(p, a.m_blocks) : -1;
+    const int64_t tiles = blocks;
     if (section_mib != 0) blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
+    if (section_mib == -1 && !p.causal && CFG::BLOCKS_PER_SM == 1) {
+      a.balance_ways = balance_ways(tiles, int(blocks), a.m_blocks, p.q_len % CFG::BLOCK_M != 0);
+      a.div_balance = FastDiv::make(std::max(a.balance_ways, 1));
+      a.div_full_blocks = FastDiv::make(std::max(a.m_blocks - 1, 1));
+    }
     if (section_mib > 0) {
       const int64_t kv_head_bytes = std::max<int64_t>(p.kv_len * (p.head_dim + p.v_head_dim) * 2, 1);
       a.lpt_heads = int(std::clamp<int64_t>((int64_t(section_mib) << 20) / kv_head_bytes, 1, a.bh_count));

@@ -146,9 +146,9 @@ void register_attention_bindings(py::module_& m) {
         py::arg("mask") = 0, py::arg("mask_strides") = Strides4{0, 0, 0, 1}, py::arg("mask_kv_len") = 0,
         py::arg("lse") = 0, py::arg("stream") = 0, py::arg("dry_run") = false);
   m.def("attention_set_schedule", &attention::attention_set_schedule,
-        "Benchmark hook: the tile schedule of the warp-specialised kernel from now on: -1 default, 0 a CTA\n"
-        "per tile, n > 0 a persistent grid with sections of heads whose K/V take n MiB; returns the previous\n"
-        "setting.",
+        "Benchmark hook: the tile schedule of the warp-specialised kernel from now on: -1 default, -2\n"
+        "head-major without dealing the partial tiles apart, 0 a CTA per tile, n > 0 a persistent grid with\n"
+        "sections of heads whose K/V take n MiB; returns the previous setting.",
         py::arg("section_mib"));
   m.def("attention_set_tile_variant", &attention::attention_set_tile_variant,
         "Benchmark hook: tile variant for aligned rows from now on (0 = default); returns the previous one.",

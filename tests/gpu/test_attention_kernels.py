@@ -567,12 +567,13 @@ def test_persistent_empty_tiles(d):
     check(q, k, v, causal=True, causal_offset=-300)
 
 
-@pytest.mark.parametrize("schedule", [0, 1, 8, 64], ids=lambda s: f"section{s}")
+@pytest.mark.parametrize("schedule", [-2, 0, 1, 8, 64], ids=lambda s: "plain" if s == -2 else f"section{s}")
 @pytest.mark.parametrize("d,sq", [(64, 700), (128, 1000)])
 def test_schedules(schedule, d, sq):
-    # Every schedule of the warp-specialised kernel (a CTA per tile, or persistent with sections
-    # of heads whose K/V take 1 .. 64 MiB: one head per section up to all of them), with more
-    # tiles than SMs, GQA, a partial last tile and, causal, an offset.
+    # Every schedule of the warp-specialised kernel (head-major without dealing the partial tiles
+    # apart, a CTA per tile, or persistent with sections of heads whose K/V take 1 .. 64 MiB: one
+    # head per section up to all of them), with more tiles than SMs, GQA, a partial last tile and,
+    # causal, an offset.
     native = ops._native()
     q, k, v = make_inputs(3, 16, 4, sq, sq + 40, d, d, torch.bfloat16, seed=schedule + d)
     previous = native.attention_set_schedule(schedule)
@@ -581,6 +582,18 @@ def test_schedules(schedule, d, sq):
         check(q, k, v)
     finally:
         native.attention_set_schedule(previous)
+
+
+@pytest.mark.parametrize("b,h,sq,d", [(2, 16, 700, 128), (3, 16, 300, 128), (1, 66, 260, 128), (1, 4, 16500, 128),
+                                      (2, 32, 4000, 64), (5, 12, 197, 64), (32, 12, 448, 64), (1, 3, 9000, 64)])
+def test_partial_tiles_dealt(b, h, sq, d):
+    # Non-causal, more tiles than SMs, each head's last query block partial: the persistent grid
+    # deals those tiles to the CTAs that run one more tile than the others (persistent_tile's
+    # balance_ways). On 132 SMs the shapes cover a round's partial tiles wrapping round the CTAs
+    # that take them, fewer extra tiles than a round's partial ones (every CTA may take them),
+    # rounds of one or two partial tiles, and 64 to 256 rows per tile (the tile paths).
+    q, k, v = make_inputs(b, h, h, sq, sq, d, d, torch.float16, seed=sq + h)
+    check(q, k, v)
 
 
 def test_64k_keys_stay_accurate():
@@ -634,12 +647,22 @@ def test_path_choice(kernel_path):
             q4, k4, v4 = make_inputs(16, 32, 32, 1024, 1024, 64, 64, torch.float16)
             assert ",m256,n64," in _kernel_name(q4, k4, v4)
             assert ",m192," in _kernel_name(q4, k4, v4, causal=True)
+            # At 512 too (192 rows leave each head a tile two thirds full: 1.7 % slower dealt
+            # apart); at 2k 192 rows, their partial tiles dealt apart.
+            q8, k8, v8 = make_inputs(32, 32, 32, 512, 512, 64, 64, torch.float16)
+            assert ",m256,n64," in _kernel_name(q8, k8, v8)
+            q9, k9, v9 = make_inputs(8, 32, 32, 2048, 2048, 64, 64, torch.float16)
+            assert ",m192," in _kernel_name(q9, k9, v9)
             # ViT-B/16 at batch 32 (197 tokens): 256 rows (three tiles per SM against twelve of
             # 64 rows); BERT-large's shape (H16, 384 tokens) at batch 32: 192 rows, whole tiles.
             q5, k5, v5 = make_inputs(32, 12, 12, 197, 197, 64, 64, torch.float16)
             assert ",m256,n64," in _kernel_name(q5, k5, v5)
             q6, k6, v6 = make_inputs(32, 16, 16, 384, 384, 64, 64, torch.float16)
             assert ",m192," in _kernel_name(q6, k6, v6)
+            # 448 tokens at B32 H12: 256 rows, each head's second tile three quarters full and
+            # dealt to the CTAs that run an extra tile (11 % faster than 64 or 192 rows).
+            q7, k7, v7 = make_inputs(32, 12, 12, 448, 448, 64, 64, torch.float16)
+            assert ",m256,n64," in _kernel_name(q7, k7, v7)
         # Softcap: only variant 0 has an unmasked build with softcap code (192 rows at d64).
         assert ",m192," in _kernel_name(q3, k3, v3, softcap=5.0)
     elif kernel_path == "wgmma" and hopper:
