@@ -584,14 +584,15 @@ def test_schedules(schedule, d, sq):
         native.attention_set_schedule(previous)
 
 
-@pytest.mark.parametrize("b,h,sq,d", [(2, 16, 700, 128), (3, 16, 300, 128), (1, 66, 260, 128), (1, 4, 16500, 128),
-                                      (2, 32, 4000, 64), (5, 12, 197, 64), (32, 12, 448, 64), (1, 3, 9000, 64)])
+@pytest.mark.parametrize("b,h,sq,d", [(1, 140, 200, 128), (1, 66, 260, 128), (1, 37, 5070, 128), (2, 32, 4000, 64),
+                                      (32, 12, 197, 64), (32, 12, 448, 64), (1, 42, 3000, 64)])
 def test_partial_tiles_dealt(b, h, sq, d):
     # Non-causal, more tiles than SMs, each head's last query block partial: the persistent grid
     # deals those tiles to the CTAs that run one more tile than the others (persistent_tile's
-    # balance_ways). On 132 SMs the shapes cover a round's partial tiles wrapping round the CTAs
-    # that take them, fewer extra tiles than a round's partial ones (every CTA may take them),
-    # rounds of one or two partial tiles, and 64 to 256 rows per tile (the tile paths).
+    # balance_ways). On 132 SMs, with 128-row (d128) or 192-row tiles: fewer extra tiles than a
+    # round's partial ones, so every CTA takes them (140 x 200), a round's partial tiles
+    # wrapping round the CTAs that take them (37 x 5070, 64 x 4000), two rounds (66 x 260), and
+    # 256-row tiles (448); on the other tile paths the same shapes in the plain order.
     q, k, v = make_inputs(b, h, h, sq, sq, d, d, torch.float16, seed=sq + h)
     check(q, k, v)
 
