@@ -113,7 +113,7 @@ __device__ __forceinline__ int persistent_tile(const FlashArgs& a, int it, int t
     takers_below = s + p <= ways ? min(max(c - s, 0), p) : min(max(c - s, 0), ways - s) + min(c, s + p - ways);
   }
   const int q = start - h0 + c - takers_below;  // full tiles before this CTA's
-  if (q >= tiles - a.bh_count) return tiles;
+  if (q + a.bh_count >= tiles) return tiles;
   const int head = a.div_full_blocks.div(q);
   return head * m + 1 + (q - head * (m - 1));
 }

@@ -66,10 +66,8 @@ struct FlashArgs {
   int bh_count, m_blocks;
   int m_shift;          // rows query block 0 starts before row 0 (see make_args); they are never stored
   int lpt_heads;        // > 0: tile order in sections of this many heads (see block_work); 0: head-major
-  int balance_ways;     // > 0: head-major, partial tiles dealt to CTAs [0, balance_ways) (persistent_tile)
   FastDiv div_m_blocks, div_q_heads, div_group, div_section, div_lpt_heads;  // by m_blocks, q_heads, group,
                                                                             // lpt_heads * m_blocks, lpt_heads
-  FastDiv div_balance, div_full_blocks;  // by balance_ways, m_blocks - 1
   float scale_log2;     // scale * log2(e)
   float softcap;        // 0: none
   float scale_softcap;  // scale / softcap
@@ -80,6 +78,8 @@ struct FlashArgs {
   int mask_dtype;  // DType of an additive mask
   const void* mask;
   int64_t m_sb, m_sh, m_sq, m_sk, mask_kv_len;
+  int balance_ways;  // > 0: head-major, partial tiles dealt to CTAs [0, balance_ways) (persistent_tile)
+  FastDiv div_balance, div_full_blocks;  // by balance_ways, m_blocks - 1
 };
 
 // MIN_BLOCKS: CTAs per SM to fit (caps registers at 65536 / (THREADS * MIN_BLOCKS)).
