@@ -160,13 +160,17 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // plain order). Sections of heads (the hook's) measured within noise of
     // head-major at d128 4k-16k (bench/NOTES-attention.md item 49).
     const int forced = schedule_override();
-    const int section_mib = forced >= 0 || forced == -2 ? forced : p.causal ? default_causal_section_mib(p, a.m_blocks) : -1;
+    const int section_mib =
+        forced >= 0 || forced == -2 ? forced : p.causal ? default_causal_section_mib(p, a.m_blocks) : -1;
     const int64_t tiles = blocks;
     if (section_mib != 0) blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
     if (section_mib == -1 && !p.causal && CFG::BLOCKS_PER_SM == 1) {
+      // Non-causal: m_shift is 0, so each head's partial block is its first tile.
       a.balance_ways = balance_ways(tiles, int(blocks), a.m_blocks, p.q_len % CFG::BLOCK_M != 0);
-      a.div_balance = FastDiv::make(std::max(a.balance_ways, 1));
-      a.div_full_blocks = FastDiv::make(std::max(a.m_blocks - 1, 1));
+      if (a.balance_ways > 0) {
+        a.div_balance = FastDiv::make(a.balance_ways);
+        a.div_full_blocks = FastDiv::make(a.m_blocks - 1);
+      }
     }
     if (section_mib > 0) {
       const int64_t kv_head_bytes = std::max<int64_t>(p.kv_len * (p.head_dim + p.v_head_dim) * 2, 1);
