@@ -83,6 +83,15 @@ def make_inputs(torch, args, g, dt, b, h, s, d) -> tuple:
     return q, k, v, mask, out, proj
 
 
+def schedule_arg(text: str) -> str:
+    """--schedules: an integer (attention_set_schedule) or hN (sections of N heads)."""
+    try:
+        int(text[1:] if text.startswith("h") else text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a schedule: {text!r} (an integer, or hN)") from None
+    return text
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seqlens", type=int, nargs="+", default=[512, 1024, 4096, 16384])
@@ -101,10 +110,11 @@ def main() -> int:
     ap.add_argument("--paths", nargs="+", default=["auto"], choices=("auto", "wgmma", "sm80", "cudnn"),
                     help="kernel paths (attention_set_path); cudnn: torch's SDPA on its cuDNN backend, a reference")
     ap.add_argument("--variants", type=int, nargs="+", default=[0], help="tile variants (attention_set_tile_variant)")
-    ap.add_argument("--schedules", type=int, nargs="+", default=[-1],
+    ap.add_argument("--schedules", type=schedule_arg, nargs="+", default=["-1"],
                     help="tile schedules (attention_set_schedule: -1 the default, -2 head-major without dealing "
                          "the partial tiles apart, 0 a CTA per tile, n > 0 "
-                         "sections of heads whose K/V take n MiB)")
+                         "sections of heads whose K/V take n MiB; hN: the default with sections of N heads "
+                         "where the grid runs sections, attention_set_section_heads)")
     ap.add_argument("--reps", type=int, default=20,
                     help="calls per timed block, as bench_attention.py (10 or fewer read a burst regime in which "
                          "our kernel looks closer to cuDNN than it runs sustained: bench/NOTES-attention.md item 42)")
@@ -135,7 +145,7 @@ def main() -> int:
         configs = [(path, vnt, sch) for path in args.paths for vnt in args.variants
                    for sch in args.schedules]
         if args.before != "none":
-            configs.append(("before-only", 0, -1))
+            configs.append(("before-only", 0, "-1"))
         times = {c: [] for c in configs}
         names, wrong, graphs = {}, {}, {}
 
@@ -177,7 +187,8 @@ def main() -> int:
                 run = {"cudnn": cudnn, "before-only": gemm_only}.get(c[0], ours)
                 previous = _C.attention_set_path("auto" if c[0] in ("cudnn", "before-only") else c[0])
                 _C.attention_set_tile_variant(c[1])
-                _C.attention_set_schedule(c[2])
+                _C.attention_set_schedule(-1 if c[2].startswith("h") else int(c[2]))
+                _C.attention_set_section_heads(int(c[2][1:]) if c[2].startswith("h") else 0)
                 try:
                     if trial == 0:
                         out.fill_(float("nan"))
@@ -212,8 +223,9 @@ def main() -> int:
                     _C.attention_set_path(previous)
                     _C.attention_set_tile_variant(0)
                     _C.attention_set_schedule(-1)
+                    _C.attention_set_section_heads(0)
         cells = []
-        base = statistics.median(times[("before-only", 0, -1)]) if args.before != "none" else 0.0
+        base = statistics.median(times[("before-only", 0, "-1")]) if args.before != "none" else 0.0
         for c in configs:
             us = statistics.median(times[c]) - (0.0 if c[0] == "before-only" else base)
             bad = "" if wrong[c] <= 0.02 else f" WRONG({wrong[c]:.3g})"

@@ -112,6 +112,12 @@ AttentionPath attention_set_path(AttentionPath path);
 // setting.
 int attention_set_schedule(int section_mib);
 
+// Benchmark hook: where the persistent grid runs tiles in sections of heads
+// (the default for causal inputs, or attention_set_schedule(n > 0)), sections
+// of `heads` heads from now on, process-wide, instead of the launcher's
+// choice; 0 restores it. Returns the previous setting.
+int attention_set_section_heads(int heads);
+
 // Test and benchmark hook: how the warp-specialised kernel's output leaves
 // from now on, process-wide: automatic = TMA stores issued by a producer warp
 // (where the output admits a tensor map), consumers = each consumer warp's own

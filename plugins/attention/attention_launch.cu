@@ -12,6 +12,7 @@
 #include "plugins/attention/attention_kernels.cuh"
 #include "plugins/attention/attention_launch_common.cuh"
 #include "plugins/common/dispatch.cuh"
+#include "plugins/common/lru_cache.h"
 #include "plugins/common/status.h"
 
 namespace trt_fastops::attention {
@@ -130,6 +131,29 @@ std::atomic<int> g_schedule{-1};
 int attention_set_schedule(int section_mib) { return g_schedule.exchange(section_mib < -2 ? -1 : section_mib); }
 
 int schedule_override() { return g_schedule.load(std::memory_order_relaxed); }
+
+namespace {
+std::atomic<int> g_section_heads{0};
+}  // namespace
+
+int attention_set_section_heads(int heads) { return g_section_heads.exchange(heads < 0 ? 0 : heads); }
+
+int section_heads_override() { return g_section_heads.load(std::memory_order_relaxed); }
+
+namespace {
+using SectionCache = LruCache<CausalGrid, int64_t, PodKeyHash<CausalGrid>>;
+static_assert(sizeof(CausalGrid) == 11 * sizeof(int64_t), "CausalGrid: int64 words, no padding");
+}  // namespace
+
+int64_t cached_causal_section_heads(const CausalGrid& g) {
+  // Costing a grid takes up to a millisecond (every section size); a launch then only looks it up.
+  static SectionCache* cache =
+      new SectionCache(cache_capacity_from_env("TRT_FASTOPS_ATTENTION_SCHEDULE_CACHE_SIZE", 256));
+  if (const auto hit = cache->get(g)) return *hit;
+  const int64_t heads = causal_section_heads(g);
+  cache->put(g, heads);
+  return heads;
+}
 
 namespace {
 std::atomic<int> g_output_store{0};  // AttentionStore

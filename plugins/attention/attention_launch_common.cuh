@@ -16,6 +16,7 @@
 
 #include "plugins/attention/attention.h"
 #include "plugins/attention/attention_kernels.cuh"
+#include "plugins/attention/attention_schedule.h"
 #include "plugins/common/device.h"
 #include "plugins/common/dispatch.cuh"
 #include "plugins/common/smem_optin.h"
@@ -94,7 +95,9 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m, bool q_by_tma)
 // of heads whose K/V take 2 MiB (d128: 1.2-1.3x the other sections at 512-4k)
 // or, at d64, 8 MiB up to 32 query blocks a head (2-32 MiB within 5 %, 32 MiB
 // 3 % behind at 1k) and 32 MiB beyond (8k: 1.06x 8 MiB, 1.02x a CTA per tile;
-// bench/NOTES-attention.md item 58).
+// bench/NOTES-attention.md item 58). Those are the fallbacks: by default the
+// launcher takes a section size that balances the grid, within 64 MiB (d64)
+// or 2 MiB (d128) (causal_section_heads; item 61).
 inline constexpr int CAUSAL_TILES_PER_HEAD_MAX = 48;
 inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
   if (m_blocks > CAUSAL_TILES_PER_HEAD_MAX) return 0;
@@ -103,33 +106,12 @@ inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
 }
 // attention_set_schedule's override, or -1 for the default.
 int schedule_override();
+// attention_set_section_heads's override, or 0 for the launcher's choice.
+int section_heads_override();
 
-// persistent_tile's balance_ways for `tiles` head-major tiles (m_blocks a
-// head, the first partial) on `grid` CTAs: the CTAs that run one tile more
-// than the rest (tiles % grid), or all of them where that is fewer than one
-// round's partial tiles. 0 (the plain order) without partial tiles, with one
-// tile a head or one round, or with fewer heads than ways: then some CTA with
-// the extra tile keeps only full ones and the longest runs as long as in the
-// plain order (bench/NOTES-attention.md item 60).
-inline int balance_ways(int64_t tiles, int grid, int m_blocks, bool partial) {
-  if (!partial || m_blocks < 2 || grid <= 0 || tiles <= grid) return 0;
-  const int extra = int(tiles % grid);
-  const int per_round = (grid + m_blocks - 1) / m_blocks + 1;  // partial tiles a round can hold
-  const int ways = extra >= per_round ? extra : grid;
-  return tiles / m_blocks >= ways ? ways : 0;
-}
-
-// The longest CTA's work on a persistent grid of `grid` CTAs, in full tiles:
-// ceil(tiles / grid), less what the partial tiles save where balance_ways
-// deals them (each costs `partial_cost` of a full tile).
-inline double persistent_rounds(int64_t tiles, int grid, int m_blocks, bool partial, double partial_cost) {
-  const double rounds = double((tiles + grid - 1) / grid);
-  const int ways = balance_ways(tiles, grid, m_blocks, partial);
-  if (ways == 0) return rounds;
-  const double heads = double(tiles / m_blocks), saved = 1.0 - partial_cost;
-  const double lower = ways == grid ? (double(tiles) - heads * saved) / grid : double(tiles / grid);
-  return std::max(lower, rounds - double(int64_t(heads) / ways) * saved);
-}
+// causal_section_heads with a bounded cache of its answers
+// (TRT_FASTOPS_ATTENTION_SCHEDULE_CACHE_SIZE entries, default 256).
+int64_t cached_causal_section_heads(const CausalGrid& g);
 
 // attention_set_output_store: false while the consumers' own stores are forced.
 bool output_store_by_tma();
@@ -174,7 +156,18 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     }
     if (section_mib > 0) {
       const int64_t kv_head_bytes = std::max<int64_t>(p.kv_len * (p.head_dim + p.v_head_dim) * 2, 1);
-      a.lpt_heads = int(std::clamp<int64_t>((int64_t(section_mib) << 20) / kv_head_bytes, 1, a.bh_count));
+      const auto heads_in = [&](int64_t mib) { return std::clamp<int64_t>((mib << 20) / kv_head_bytes, 1, a.bh_count); };
+      int64_t heads = heads_in(section_mib);
+      if (forced == -1) {
+        // Up to a budget of K/V (d64 64 MiB: 44-66 MiB ran fastest at 4k, item
+        // 61; d128 its 2 MiB), the section size that balances the grid.
+        const int64_t budget = head_dim_bucket(p) > 64 ? section_mib : 64;
+        heads = cached_causal_section_heads(CausalGrid{a.q_len, std::min<int64_t>(a.kv_len, a.mask_kv_len), a.causal_offset,
+                                                       CFG::BLOCK_M, CFG::BLOCK_N, a.m_blocks, a.m_shift,
+                                                       a.bh_count, blocks, heads_in(budget), heads});
+      }
+      if (const int forced_heads = section_heads_override(); forced_heads > 0) heads = std::min<int64_t>(forced_heads, a.bh_count);
+      a.lpt_heads = int(heads);
       a.div_section = FastDiv::make(a.lpt_heads * a.m_blocks);
       a.div_lpt_heads = FastDiv::make(a.lpt_heads);
     }

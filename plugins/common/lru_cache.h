@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <list>
@@ -39,6 +40,16 @@ struct PodKeyHash {
     return static_cast<size_t>(h);
   }
 };
+
+// A cache's capacity from environment variable `name` (entries, >= 1), or `fallback`.
+inline size_t cache_capacity_from_env(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || n < 1) return fallback;
+  return static_cast<size_t>(n);
+}
 
 struct LruCacheStats {
   uint64_t hits = 0;

@@ -118,14 +118,6 @@ inline std::string describe_conv(const ConvParams& p, int device) {
 }
 
 // TRT_FASTOPS_CONV_CACHE_SIZE (entries, >= 1), default 256.
-inline size_t conv_cache_capacity_from_env() {
-  constexpr size_t kDefault = 256;
-  const char* v = std::getenv("TRT_FASTOPS_CONV_CACHE_SIZE");
-  if (v == nullptr || *v == '\0') return kDefault;
-  char* end = nullptr;
-  const long long n = std::strtoll(v, &end, 10);
-  if (end == v || *end != '\0' || n < 1) return kDefault;
-  return static_cast<size_t>(n);
-}
+inline size_t conv_cache_capacity_from_env() { return cache_capacity_from_env("TRT_FASTOPS_CONV_CACHE_SIZE", 256); }
 
 }  // namespace trt_fastops::conv

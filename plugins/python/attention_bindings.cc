@@ -150,6 +150,11 @@ void register_attention_bindings(py::module_& m) {
         "head-major without dealing the partial tiles apart, 0 a CTA per tile, n > 0 a persistent grid with\n"
         "sections of heads whose K/V take n MiB; returns the previous setting.",
         py::arg("section_mib"));
+  m.def("attention_set_section_heads", &attention::attention_set_section_heads,
+        "Benchmark hook: where the persistent grid runs sections of heads (causal inputs by default),\n"
+        "sections of `heads` heads from now on instead of the launcher's choice (0 restores it); returns\n"
+        "the previous setting.",
+        py::arg("heads"));
   m.def("attention_set_tile_variant", &attention::attention_set_tile_variant,
         "Benchmark hook: tile variant for aligned rows from now on (0 = default); returns the previous one.",
         py::arg("variant"));

@@ -584,6 +584,29 @@ def test_schedules(schedule, d, sq):
         native.attention_set_schedule(previous)
 
 
+@pytest.mark.parametrize("b,h,sq", [(3, 16, 700), (4, 16, 600), (4, 12, 900), (16, 32, 1024)])
+def test_causal_sections_costed(b, h, sq):
+    # d64 causal on the persistent grid: by default the launcher costs every section size
+    # (causal_section_heads) and, on 132 SMs, takes 48, 64, 48 and 66 heads here where the 8 MiB
+    # rule gave 46, 54, 36 and 32 (sections that don't divide the heads; all of them). Which CTA
+    # runs a tile changes nothing in it: the output matches the 8 MiB schedule's bit for bit,
+    # and the reference where it is small enough to compute.
+    native = ops._native()
+    q, k, v = make_inputs(b, h, h, sq, sq, 64, 64, torch.float16, seed=sq + h)
+    if b * h * sq * sq <= 64 * 1024 * 1024:
+        check(q, k, v, causal=True)
+    default, forced = (torch.full_like(q, math.nan) for _ in range(2))
+    ops.attention(q, k, v, causal=True, out=default)
+    previous = native.attention_set_schedule(8)
+    try:
+        ops.attention(q, k, v, causal=True, out=forced)
+    finally:
+        native.attention_set_schedule(previous)
+    torch.cuda.synchronize()
+    assert not torch.isnan(default).any()
+    assert torch.equal(default, forced)
+
+
 @pytest.mark.parametrize("b,h,sq,d", [(1, 140, 200, 128), (1, 66, 260, 128), (1, 37, 5070, 128), (2, 32, 4000, 64),
                                       (32, 12, 197, 64), (32, 12, 448, 64), (1, 42, 3000, 64)])
 def test_partial_tiles_dealt(b, h, sq, d):

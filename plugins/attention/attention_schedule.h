@@ -1,0 +1,132 @@
+// How the persistent attention kernels' tiles fall on their CTAs: the rules
+// the launcher costs grids by. Host only, framework-free (tests/cpp builds it
+// without CUDA). The kernels' side is persistent_tile and tile_head
+// (attention_hopper_ws.cuh, attention_kernels.cuh).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace trt_fastops::attention {
+
+// persistent_tile's balance_ways for `tiles` head-major tiles (m_blocks a
+// head, the first partial) on `grid` CTAs: the CTAs that run one tile more
+// than the rest (tiles % grid), or all of them where that is fewer than one
+// round's partial tiles. 0 (the plain order) without partial tiles, with one
+// tile a head or one round, or with fewer heads than ways: then some CTA with
+// the extra tile keeps only full ones and the longest runs as long as in the
+// plain order (bench/NOTES-attention.md item 60).
+inline int balance_ways(int64_t tiles, int grid, int m_blocks, bool partial) {
+  if (!partial || m_blocks < 2 || grid <= 0 || tiles <= grid) return 0;
+  const int extra = int(tiles % grid);
+  const int per_round = (grid + m_blocks - 1) / m_blocks + 1;  // partial tiles a round can hold
+  const int ways = extra >= per_round ? extra : grid;
+  return tiles / m_blocks >= ways ? ways : 0;
+}
+
+// The longest CTA's work on a persistent grid of `grid` CTAs, in full tiles:
+// ceil(tiles / grid), less what the partial tiles save where balance_ways
+// deals them (each costs `partial_cost` of a full tile).
+inline double persistent_rounds(int64_t tiles, int grid, int m_blocks, bool partial, double partial_cost) {
+  const double rounds = double((tiles + grid - 1) / grid);
+  const int ways = balance_ways(tiles, grid, m_blocks, partial);
+  if (ways == 0) return rounds;
+  const double heads = double(tiles / m_blocks), saved = 1.0 - partial_cost;
+  const double lower = ways == grid ? (double(tiles) - heads * saved) / grid : double(tiles / grid);
+  return std::max(lower, rounds - double(int64_t(heads) / ways) * saved);
+}
+
+// A causal grid on a persistent kernel: tile_head's order (sections of heads;
+// within one, every head's last query block, then the next to last, ...) and
+// persistent_tile's snake (round `it` runs tiles [it * grid, it * grid + grid),
+// reversed on odd rounds). A plain struct of int64 words: the schedule cache's key.
+struct CausalGrid {
+  int64_t q_len, key_end, causal_offset;  // key_end: keys from it are masked for every row
+  int64_t block_m, block_n, m_blocks, m_shift;
+  int64_t heads, grid;                    // batch * q_heads; CTAs
+  int64_t max_section, fallback;          // section heads allowed (K/V in L2), the rule's choice without a model
+  bool operator==(const CausalGrid& o) const { return std::memcmp(this, &o, sizeof(CausalGrid)) == 0; }
+};
+
+// A tile's cost in key blocks: its blocks (block_work's n_blocks) and a fixed
+// part, about what its first S with its softmax, its last P V and its
+// epilogue leave unoverlapped (bench/NOTES-attention.md item 43). The choice
+// below is the same for fixed parts of 0.5 to 3 blocks on bench_attention's grids.
+inline constexpr double TILE_FIXED_BLOCKS = 1.5;
+inline double causal_tile_cost(const CausalGrid& g, int64_t m_block) {
+  const int64_t m0 = m_block * g.block_m - g.m_shift;
+  const int64_t n_end = std::min(g.key_end, m0 + g.block_m + g.causal_offset);
+  return double(n_end > 0 ? (n_end + g.block_n - 1) / g.block_n : 0) + TILE_FIXED_BLOCKS;
+}
+
+// The longest CTA's work with sections of `section` heads, in key blocks. A
+// run of one query block of a section's heads costs the same per tile and
+// lands on consecutive positions of one or more rounds: each becomes a range
+// of CTAs in a difference array, so the cost is O(runs + rounds + grid).
+inline double causal_makespan(const CausalGrid& g, int64_t section, const std::vector<double>& level_cost) {
+  std::vector<double> diff(size_t(g.grid) + 1, 0.0);
+  int64_t it = 0, pos = 0;  // the next tile's round and position in it
+  auto add = [&](int64_t count, double cost) {
+    while (count > 0) {
+      const int64_t n = std::min(count, g.grid - pos);
+      const int64_t lo = (it & 1) ? g.grid - pos - n : pos;  // odd rounds run reversed
+      diff[size_t(lo)] += cost;
+      diff[size_t(lo + n)] -= cost;
+      count -= n;
+      pos += n;
+      if (pos == g.grid) pos = 0, ++it;
+    }
+  };
+  for (int64_t first = 0; first < g.heads; first += section) {
+    const int64_t in_section = std::min(section, g.heads - first);
+    for (int64_t q = 0; q < g.m_blocks; ++q) add(in_section, level_cost[size_t(g.m_blocks - 1 - q)]);
+  }
+  double run = 0.0, longest = 0.0;
+  for (int64_t c = 0; c < g.grid; ++c) longest = std::max(longest, run += diff[size_t(c)]);
+  return longest;
+}
+
+// Grids of more rounds than this keep the fallback: one tile is then at most
+// a few per cent of a CTA's work however the sections fall.
+inline constexpr int64_t SECTION_MODEL_ROUNDS_MAX = 64;
+// Sections whose longest CTA is within this of the shortest count as balanced.
+inline constexpr double SECTION_BALANCE_TOLERANCE = 1.015;
+
+// Sections of how many heads for a causal grid: the fallback where its
+// longest CTA is within SECTION_BALANCE_TOLERANCE of the best, else, of the
+// sizes that are, the one nearest half the grid (about two query blocks of
+// each head in flight a round). Which sizes balance is erratic (d64 causal
+// 1k, 16k tokens: 32 heads 4.9 % above the mean, 33 heads 1.3 %), so each
+// one is costed. On the H100 (d64 causal, 16k tokens, 13 sizes timed), the
+// model ranks the slow sizes, but sizes it calls balanced ran up to 10 %
+// apart: sections of a few heads a round ran slower at 4k (many CTAs on one
+// head's K/V), and a whole level a round (132 heads at 512) slower too; sizes
+// near half the grid were within 1.3 % of the fastest at 512 to 4k
+// (bench/NOTES-attention.md item 61).
+inline int64_t causal_section_heads(const CausalGrid& g) {
+  const int64_t most = std::min(g.max_section, g.heads);
+  const int64_t fallback = std::clamp<int64_t>(g.fallback, 1, std::max<int64_t>(g.heads, 1));
+  if (most <= 1 || g.grid <= 1 || g.m_blocks < 2 || g.heads * g.m_blocks > SECTION_MODEL_ROUNDS_MAX * g.grid)
+    return fallback;
+  std::vector<double> level_cost(size_t(g.m_blocks));
+  for (int64_t j = 0; j < g.m_blocks; ++j) level_cost[size_t(j)] = causal_tile_cost(g, j);
+  std::vector<double> span(size_t(most) + 1);
+  const double at_fallback = causal_makespan(g, fallback, level_cost);
+  double best = at_fallback;
+  for (int64_t s = 1; s <= most; ++s) best = std::min(best, span[size_t(s)] = causal_makespan(g, s, level_cost));
+  const double balanced = best * SECTION_BALANCE_TOLERANCE;
+  if (at_fallback <= balanced) return fallback;
+  const double half = 0.5 * double(g.grid);
+  int64_t pick = fallback;
+  double distance = INFINITY;
+  for (int64_t s = 1; s <= most; ++s) {
+    const double d = std::fabs(std::log(double(s) / half));
+    if (span[size_t(s)] <= balanced && d < distance) pick = s, distance = d;
+  }
+  return pick;
+}
+
+}  // namespace trt_fastops::attention

@@ -1,0 +1,128 @@
+// Host-only unit test of the attention launcher's schedule model
+// (plugins/attention/attention_schedule.h): causal_makespan against a
+// tile-by-tile walk of the kernels' order (tile_head's sections,
+// persistent_tile's snake), and causal_section_heads's picks on
+// bench_attention's grids. Built and run by tests/test_attention_schedule_cpp.py;
+// prints "N passed, M failed".
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "plugins/attention/attention_schedule.h"
+
+namespace {
+
+int g_passed = 0, g_failed = 0;
+
+void check(bool ok, const std::string& what) {
+  if (ok) {
+    ++g_passed;
+  } else {
+    ++g_failed;
+    std::printf("FAILED: %s\n", what.c_str());
+  }
+}
+
+using trt_fastops::attention::causal_makespan;
+using trt_fastops::attention::causal_section_heads;
+using trt_fastops::attention::causal_tile_cost;
+using trt_fastops::attention::CausalGrid;
+
+// The kernels' walk, one tile at a time: CTA c runs tile it * G + c on even
+// rounds and it * G + G - 1 - c on odd ones; tile_head maps a tile to its
+// section, head and query block (the last block first).
+double walked_makespan(const CausalGrid& g, int64_t section) {
+  std::vector<double> work(size_t(g.grid), 0.0);
+  const int64_t tiles = g.heads * g.m_blocks, per_section = section * g.m_blocks;
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t it = tile / g.grid, pos = tile % g.grid;
+    const int64_t cta = (it & 1) ? g.grid - 1 - pos : pos;
+    const int64_t s = tile / per_section, first = s * section;
+    const int64_t heads = std::min(section, g.heads - first);
+    const int64_t q = (tile - s * per_section) / heads;
+    work[size_t(cta)] += causal_tile_cost(g, g.m_blocks - 1 - q);
+  }
+  return *std::max_element(work.begin(), work.end());
+}
+
+CausalGrid bench_grid(int64_t seqlen, int64_t head_dim, int64_t grid_ctas) {
+  const int64_t block_m = head_dim == 64 ? 192 : 128, m = (seqlen + block_m - 1) / block_m;
+  const int64_t heads = (16384 / seqlen) * (2048 / head_dim);
+  const int64_t kv_head = seqlen * head_dim * 4;
+  const int64_t fallback_mib = head_dim > 64 ? 2 : m > 32 ? 32 : 8, budget_mib = head_dim > 64 ? 2 : 64;
+  auto heads_in = [&](int64_t mib) { return std::clamp<int64_t>((mib << 20) / kv_head, 1, heads); };
+  return CausalGrid{seqlen, seqlen, 0, block_m, 128, m, m * block_m - seqlen,
+                    heads, std::min(grid_ctas, heads * m), heads_in(budget_mib), heads_in(fallback_mib)};
+}
+
+void test_makespan_matches_walk() {
+  std::mt19937 rng(7);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 400; ++trial) {
+    CausalGrid g{};
+    g.block_m = pick(0, 2) == 0 ? 64 : pick(0, 1) ? 128 : 192;
+    g.block_n = pick(0, 1) ? 64 : 128;
+    g.q_len = pick(1, 3000);
+    g.key_end = pick(0, 4) == 0 ? pick(0, g.q_len) : g.q_len + pick(0, 300);
+    g.causal_offset = pick(-100, 400);
+    g.m_blocks = (g.q_len + g.block_m - 1) / g.block_m;
+    g.m_shift = pick(0, 1) ? g.m_blocks * g.block_m - g.q_len : 0;
+    g.heads = pick(1, 300);
+    g.grid = std::min(pick(1, 140), g.heads * g.m_blocks);
+    const int64_t section = pick(1, g.heads + 3);
+    const double fast = causal_makespan(g, section, [&] {
+      std::vector<double> c(size_t(g.m_blocks));
+      for (int64_t j = 0; j < g.m_blocks; ++j) c[size_t(j)] = causal_tile_cost(g, j);
+      return c;
+    }());
+    const double walked = walked_makespan(g, section);
+    check(std::fabs(fast - walked) <= 1e-9 * std::max(1.0, walked),
+          "makespan trial " + std::to_string(trial) + ": " + std::to_string(fast) + " vs walked " +
+              std::to_string(walked));
+  }
+}
+
+void test_bench_picks() {
+  // bench_attention's causal grids on 132 SMs: {seqlen, head dim, expected section heads}.
+  // d64 1k: 32 heads (8 MiB, the fallback) leave the longest CTA 4.9 % above the mean, 66 heads
+  // (half the grid) none; d64 8k keeps 16 (32 MiB); d128 keeps its 2 MiB sections.
+  const int64_t cases[][3] = {{512, 64, 66},  {1024, 64, 66}, {2048, 64, 66}, {4096, 64, 56}, {8192, 64, 16},
+                              {512, 128, 8},  {1024, 128, 4}, {2048, 128, 2}, {4096, 128, 1}};
+  for (const auto& c : cases) {
+    const CausalGrid g = bench_grid(c[0], c[1], 132);
+    const int64_t got = causal_section_heads(g);
+    check(got == c[2], "seqlen " + std::to_string(c[0]) + " d" + std::to_string(c[1]) + ": " + std::to_string(got) +
+                           " heads, expected " + std::to_string(c[2]));
+    // Never worse than the fallback by the model, and within the L2 budget.
+    check(walked_makespan(g, got) <= walked_makespan(g, g.fallback) + 1e-9, "no worse than the fallback");
+    check(got == g.fallback || got <= g.max_section, "within the budget");
+  }
+}
+
+void test_degenerate_grids() {
+  CausalGrid g = bench_grid(1024, 64, 132);
+  g.max_section = 1;
+  check(causal_section_heads(g) == g.fallback, "one head allowed: the fallback");
+  g = bench_grid(1024, 64, 1);
+  check(causal_section_heads(g) == g.fallback, "one CTA: the fallback");
+  g = bench_grid(1024, 64, 132);
+  g.heads = 100000;  // beyond SECTION_MODEL_ROUNDS_MAX rounds: not costed
+  check(causal_section_heads(g) == g.fallback, "many rounds: the fallback");
+  g = bench_grid(1024, 64, 132);
+  g.fallback = 0;
+  check(causal_section_heads(g) >= 1, "a section of at least one head");
+}
+
+}  // namespace
+
+int main() {
+  test_makespan_matches_walk();
+  test_bench_picks();
+  test_degenerate_grids();
+  std::printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}
