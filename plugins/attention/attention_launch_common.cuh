@@ -156,17 +156,21 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     }
     if (section_mib > 0) {
       const int64_t kv_head_bytes = std::max<int64_t>(p.kv_len * (p.head_dim + p.v_head_dim) * 2, 1);
-      const auto heads_in = [&](int64_t mib) { return std::clamp<int64_t>((mib << 20) / kv_head_bytes, 1, a.bh_count); };
+      const auto heads_in = [&](int64_t mib) {
+        return std::clamp<int64_t>((mib << 20) / kv_head_bytes, 1, a.bh_count);
+      };
       int64_t heads = heads_in(section_mib);
       if (forced == -1) {
         // Up to a budget of K/V (d64 64 MiB: 44-66 MiB ran fastest at 4k, item
         // 61; d128 its 2 MiB), the section size that balances the grid.
         const int64_t budget = head_dim_bucket(p) > 64 ? section_mib : 64;
-        heads = cached_causal_section_heads(CausalGrid{a.q_len, std::min<int64_t>(a.kv_len, a.mask_kv_len), a.causal_offset,
-                                                       CFG::BLOCK_M, CFG::BLOCK_N, a.m_blocks, a.m_shift,
-                                                       a.bh_count, blocks, heads_in(budget), heads});
+        const int64_t key_end = std::min<int64_t>(a.kv_len, a.mask_kv_len);
+        heads = cached_causal_section_heads(CausalGrid{a.q_len, key_end, a.causal_offset, CFG::BLOCK_M, CFG::BLOCK_N,
+                                                       a.m_blocks, a.m_shift, a.bh_count, blocks, heads_in(budget),
+                                                       heads});
       }
-      if (const int forced_heads = section_heads_override(); forced_heads > 0) heads = std::min<int64_t>(forced_heads, a.bh_count);
+      if (const int forced_heads = section_heads_override(); forced_heads > 0)
+        heads = std::min<int64_t>(forced_heads, a.bh_count);
       a.lpt_heads = int(heads);
       a.div_section = FastDiv::make(a.lpt_heads * a.m_blocks);
       a.div_lpt_heads = FastDiv::make(a.lpt_heads);
