@@ -2,7 +2,7 @@
 // (plugins/attention/attention_schedule.h): causal_makespan against a
 // tile-by-tile walk of the kernels' order (tile_head's sections,
 // persistent_tile's snake), and causal_section_heads's picks on
-// bench_attention's grids. Built and run by tests/test_attention_schedule_cpp.py;
+// bench_attention's grids. Built and run by tests/test_host_cpp.py;
 // prints "N passed, M failed".
 #include <algorithm>
 #include <cmath>
@@ -13,19 +13,11 @@
 #include <vector>
 
 #include "plugins/attention/attention_schedule.h"
+#include "tests/cpp/host_check.h"
 
 namespace {
 
-int g_passed = 0, g_failed = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    std::printf("FAILED: %s\n", what.c_str());
-  }
-}
+using host_check::check;
 
 using trt_fastops::attention::causal_makespan;
 using trt_fastops::attention::causal_section_heads;
@@ -123,6 +115,5 @@ int main() {
   test_makespan_matches_walk();
   test_bench_picks();
   test_degenerate_grids();
-  std::printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return host_check::report();
 }

@@ -4,7 +4,7 @@
 // which includes cuda_runtime_api.h; nothing is linked), a micro-benchmark of our
 // own part of a plan-cache hit: make_conv_key + the LRU lookup, as conv_prepare
 // does it (prints "hit_path_ns <value>").
-// Built and run by tests/test_conv_host_cpp.py; prints "N passed, M failed".
+// Built and run by tests/test_host_cpp.py; prints "N passed, M failed".
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +16,7 @@
 
 #include "plugins/common/lru_cache.h"
 #include "plugins/conv/conv_geometry.h"
+#include "tests/cpp/host_check.h"
 
 #if defined(__has_include)
 #if __has_include(<cuda_runtime_api.h>)
@@ -28,16 +29,7 @@
 
 namespace {
 
-int g_passed = 0, g_failed = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    std::printf("FAILED: %s\n", what.c_str());
-  }
-}
+using host_check::check;
 
 using trt_fastops::LruCache;
 using trt_fastops::conv::FastDiv;
@@ -173,6 +165,5 @@ int main() {
 #if defined(CONV_HOST_TEST_PLAN_CACHE)
   bench_hit_path();
 #endif
-  std::printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return host_check::report();
 }
