@@ -114,9 +114,10 @@ inline int64_t causal_section_heads(const CausalGrid& g) {
   std::vector<double> level_cost(size_t(g.m_blocks));
   for (int64_t j = 0; j < g.m_blocks; ++j) level_cost[size_t(j)] = causal_tile_cost(g, j);
   std::vector<double> span(size_t(most) + 1);
-  const double at_fallback = causal_makespan(g, fallback, level_cost);
-  double best = at_fallback;
+  double best = INFINITY;
   for (int64_t s = 1; s <= most; ++s) best = std::min(best, span[size_t(s)] = causal_makespan(g, s, level_cost));
+  const double at_fallback = fallback <= most ? span[size_t(fallback)] : causal_makespan(g, fallback, level_cost);
+  best = std::min(best, at_fallback);
   const double balanced = best * SECTION_BALANCE_TOLERANCE;
   if (at_fallback <= balanced) return fallback;
   const double half = 0.5 * double(g.grid);
