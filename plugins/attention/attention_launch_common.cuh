@@ -155,10 +155,8 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       }
     }
     if (section_mib > 0) {
-      const int64_t kv_head_bytes = std::max<int64_t>(p.kv_len * (p.head_dim + p.v_head_dim) * 2, 1);
-      const auto heads_in = [&](int64_t mib) {
-        return std::clamp<int64_t>((mib << 20) / kv_head_bytes, 1, a.bh_count);
-      };
+      const int64_t kv_head_bytes = p.kv_len * (p.head_dim + p.v_head_dim) * 2;
+      const auto heads_in = [&](int64_t mib) { return heads_within(mib, kv_head_bytes, a.bh_count); };
       int64_t heads = heads_in(section_mib);
       if (forced == -1) {
         // Up to a budget of K/V (d64 64 MiB: 44-66 MiB ran fastest at 4k, item

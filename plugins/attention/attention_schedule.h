@@ -51,6 +51,12 @@ struct CausalGrid {
   bool operator==(const CausalGrid& o) const { return std::memcmp(this, &o, sizeof(CausalGrid)) == 0; }
 };
 
+// Heads whose K/V (kv_head_bytes each) fit in `mib` MiB, at least one and at
+// most `heads`: a section size, or a budget for one.
+inline int64_t heads_within(int64_t mib, int64_t kv_head_bytes, int64_t heads) {
+  return std::clamp<int64_t>((mib << 20) / std::max<int64_t>(kv_head_bytes, 1), 1, std::max<int64_t>(heads, 1));
+}
+
 // A tile's cost in key blocks: its blocks (block_work's n_blocks) and a fixed
 // part, about what its first S with its softmax, its last P V and its
 // epilogue leave unoverlapped (bench/NOTES-attention.md item 43). The choice

@@ -23,6 +23,7 @@ using trt_fastops::attention::causal_makespan;
 using trt_fastops::attention::causal_section_heads;
 using trt_fastops::attention::causal_tile_cost;
 using trt_fastops::attention::CausalGrid;
+using trt_fastops::attention::heads_within;
 
 // The kernels' walk, one tile at a time: CTA c runs tile it * G + c on even
 // rounds and it * G + G - 1 - c on odd ones; tile_head maps a tile to its
@@ -46,9 +47,8 @@ CausalGrid bench_grid(int64_t seqlen, int64_t head_dim, int64_t grid_ctas) {
   const int64_t heads = (16384 / seqlen) * (2048 / head_dim);
   const int64_t kv_head = seqlen * head_dim * 4;
   const int64_t fallback_mib = head_dim > 64 ? 2 : m > 32 ? 32 : 8, budget_mib = head_dim > 64 ? 2 : 64;
-  auto heads_in = [&](int64_t mib) { return std::clamp<int64_t>((mib << 20) / kv_head, 1, heads); };
-  return CausalGrid{seqlen, seqlen, 0, block_m, 128, m, m * block_m - seqlen,
-                    heads, std::min(grid_ctas, heads * m), heads_in(budget_mib), heads_in(fallback_mib)};
+  return CausalGrid{seqlen, seqlen, 0, block_m, 128, m, m * block_m - seqlen, heads, std::min(grid_ctas, heads * m),
+                    heads_within(budget_mib, kv_head, heads), heads_within(fallback_mib, kv_head, heads)};
 }
 
 void test_makespan_matches_walk() {
