@@ -61,6 +61,9 @@ CASES = [
     ("persistent-empty-tiles", "bfloat16", 4, 16, 4, 1000, 300, 64, 64, dict(causal=True, causal_offset=-300)),
     # Three consumer warpgroups, the last tile's third past q_len; causal rows skip blocks.
     ("persistent-d64-causal", "float16", 3, 16, 4, 700, 700, 64, 64, dict(causal=True)),
+    # Causal, 50 query blocks a head (past CAUSAL_TILES_PER_HEAD_MAX): one section of the three
+    # heads on the persistent grid (150 tiles on 132 SMs), a CTA per tile before item 62.
+    ("persistent-causal-long", "bfloat16", 1, 3, 3, 6300, 6300, 128, 128, dict(causal=True)),
     # ViT-B/16 at batch 32: the cost model's 256-row tile under 512 keys (197 rows of 256, the
     # fourth consumer's 5 rows; 64-key blocks, the last one 5 keys).
     ("vit-b16", "float16", 32, 12, 12, 197, 197, 64, 64, {}),

@@ -607,6 +607,26 @@ def test_causal_sections_costed(b, h, sq):
     assert torch.equal(default, forced)
 
 
+@pytest.mark.parametrize("b,h,sq,d", [(1, 4, 10000, 64), (1, 3, 6300, 128)])
+def test_causal_sections_long(b, h, sq, d):
+    # Causal with more query blocks a head than CAUSAL_TILES_PER_HEAD_MAX (53 and 50 here): a CTA
+    # per tile before item 62; now the persistent grid with a section of every head where that
+    # balances (the picks on 132 SMs: 4 and 3 heads). The default, a forced section of 128 MiB
+    # and a CTA per tile give the same bits, and the default matches the reference.
+    native = ops._native()
+    q, k, v = make_inputs(b, h, h, sq, sq, d, d, torch.bfloat16, seed=sq + d)
+    default = check(q, k, v, causal=True)
+    for schedule in (128, 0):
+        forced = torch.full_like(q, math.nan)
+        previous = native.attention_set_schedule(schedule)
+        try:
+            ops.attention(q, k, v, causal=True, out=forced)
+        finally:
+            native.attention_set_schedule(previous)
+        torch.cuda.synchronize()
+        assert torch.equal(default, forced), f"schedule {schedule} differs from the default"
+
+
 @pytest.mark.parametrize("b,h,sq,d", [(1, 140, 200, 128), (1, 66, 260, 128), (1, 37, 5070, 128), (2, 32, 4000, 64),
                                       (32, 12, 197, 64), (32, 12, 448, 64), (1, 42, 3000, 64)])
 def test_partial_tiles_dealt(b, h, sq, d):
