@@ -61,9 +61,10 @@ CASES = [
     ("persistent-empty-tiles", "bfloat16", 4, 16, 4, 1000, 300, 64, 64, dict(causal=True, causal_offset=-300)),
     # Three consumer warpgroups, the last tile's third past q_len; causal rows skip blocks.
     ("persistent-d64-causal", "float16", 3, 16, 4, 700, 700, 64, 64, dict(causal=True)),
-    # Causal, 50 query blocks a head (past CAUSAL_TILES_PER_HEAD_MAX): one section of the three
-    # heads on the persistent grid (150 tiles on 132 SMs), a CTA per tile before item 62.
-    ("persistent-causal-long", "bfloat16", 1, 3, 3, 6300, 6300, 128, 128, dict(causal=True)),
+    # Causal, 50 query blocks a head (past CAUSAL_TILES_PER_HEAD_MAX): a CTA per tile by default;
+    # Forced sections of 128 MiB (attention_set_schedule) put the three heads in one section on
+    # the persistent grid (150 tiles on 132 SMs; bench/NOTES-attention.md item 62).
+    ("persistent-causal-long", "bfloat16", 1, 3, 3, 6300, 6300, 128, 128, dict(causal=True, schedule=128)),
     # ViT-B/16 at batch 32: the cost model's 256-row tile under 512 keys (197 rows of 256, the
     # fourth consumer's 5 rows; 64-key blocks, the last one 5 keys).
     ("vit-b16", "float16", 32, 12, 12, 197, 197, 64, 64, {}),
@@ -102,7 +103,16 @@ def run_case(torch, check, make_inputs, case) -> None:
         torch.cuda.synchronize()
         assert torch.count_nonzero(out) == 0
         return
-    check(q, k, v, compare_naive=False, **kw)
+    if "schedule" not in opt:
+        check(q, k, v, compare_naive=False, **kw)
+        return
+    from trt_fastops import ops
+
+    previous = ops._native().attention_set_schedule(opt["schedule"])
+    try:
+        check(q, k, v, compare_naive=False, **kw)
+    finally:
+        ops._native().attention_set_schedule(previous)
 
 
 def main(argv=None) -> int:

@@ -142,7 +142,7 @@ int section_heads_override() { return g_section_heads.load(std::memory_order_rel
 
 namespace {
 using SectionCache = LruCache<CausalGrid, int64_t, PodKeyHash<CausalGrid>>;
-static_assert(sizeof(CausalGrid) == 12 * sizeof(int64_t), "CausalGrid: int64 words, no padding");
+static_assert(sizeof(CausalGrid) == 11 * sizeof(int64_t), "CausalGrid: int64 words, no padding");
 }  // namespace
 
 int64_t cached_causal_section_heads(const CausalGrid& g) {

@@ -88,32 +88,28 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m, bool q_by_tma)
   return a;
 }
 
-// How causal inputs run on a persistent kernel without the model
-// (causal_section_heads; H100, scripts/tune_attention.py, every schedule timed
-// interleaved): with many query blocks per head a CTA per tile (the hardware's
-// dynamic balance: d128 16k 638 against 395-477 TFLOP/s on 2 MiB sections),
-// else the persistent grid with tiles heaviest first in sections of heads
-// whose K/V take 2 MiB (d128: 1.2-1.3x the other sections at 512-4k) or, at
-// d64, 8 MiB up to 32 query blocks a head and 32 MiB beyond (bench/NOTES-
-// attention.md item 58). These are the fallbacks: by default the launcher
-// costs every section size within CAUSAL_SECTION_BUDGET_MIB of K/V and takes
-// one that balances the grid (items 61-62).
+// How causal inputs run on a persistent kernel (H100, scripts/tune_attention.py,
+// every schedule timed interleaved): with many query blocks per head a CTA per
+// tile (the hardware's dynamic balance: d128 16k 638 against 395-477 TFLOP/s
+// persistent), else the persistent grid with tiles heaviest first in sections
+// of heads whose K/V take 2 MiB (d128: 1.2-1.3x the other sections at 512-4k)
+// or, at d64, 8 MiB up to 32 query blocks a head (2-32 MiB within 5 %, 32 MiB
+// 3 % behind at 1k) and 32 MiB beyond (8k: 1.06x 8 MiB, 1.02x a CTA per tile;
+// bench/NOTES-attention.md item 58). Those are the fallbacks: by default the
+// launcher takes a section size that balances the grid, within 64 MiB (d64)
+// or 2 MiB (d128) (causal_section_heads; item 61).
 inline constexpr int CAUSAL_TILES_PER_HEAD_MAX = 48;
 inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
   if (m_blocks > CAUSAL_TILES_PER_HEAD_MAX) return 0;
   if (head_dim_bucket(p) > 64) return 2;
   return m_blocks > 32 ? 32 : 8;
 }
-// Sections of up to 128 MiB of K/V: at 8k and 16k a section of every head
-// (d64 64 and 32 heads, d128 32 and 16; 128 MiB) ran 2-9 % faster than 16
-// heads or a CTA per tile (item 62); the L2 holds 50 MiB, but a round only
-// reads the key blocks of the query levels in flight.
-inline constexpr int64_t CAUSAL_SECTION_BUDGET_MIB = 128;
-// The section size causal_section_heads aims at: half the grid at d64, a
-// quarter at d128 (item 62).
-inline int64_t causal_section_target(const AttentionParams& p, int64_t grid) {
-  return std::max<int64_t>(1, grid / (head_dim_bucket(p) > 64 ? 4 : 2));
-}
+// The K/V a d64 causal section may take when the model picks its size. At
+// settled clocks (bench_attention's method) sections of 8-16 MiB ran fastest:
+// d64 causal 2k / 4k with 56-66 heads (33-56 MiB) ran 2-4 % behind 8 MiB, at
+// 1k 4-16.5 MiB within 1.5 % (bench/NOTES-attention.md item 62; item 61's 64
+// MiB came from burst timing, where larger sections ran faster).
+inline constexpr int64_t CAUSAL_SECTION_BUDGET_MIB_D64 = 16;
 // attention_set_schedule's override, or -1 for the default.
 int schedule_override();
 // attention_set_section_heads's override, or 0 for the launcher's choice.
@@ -152,24 +148,11 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // plain order). Sections of heads (the hook's) measured within noise of
     // head-major at d128 4k-16k (bench/NOTES-attention.md item 49).
     const int forced = schedule_override();
-    const int64_t tiles = blocks, grid = std::min<int64_t>(tiles, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
-    const int64_t kv_head_bytes = p.kv_len * (p.head_dim + p.v_head_dim) * 2;
-    const auto heads_in = [&](int64_t mib) { return heads_within(mib, kv_head_bytes, a.bh_count); };
-    // Sections of that many heads (> 0), a CTA per tile (0), or head-major
-    // with the partial tiles dealt (-1) or not (-2).
-    int64_t section = forced > 0 ? heads_in(forced) : forced;
-    if (forced == -1 && p.causal) {
-      const int fallback_mib = default_causal_section_mib(p, a.m_blocks);
-      const int64_t key_end = std::min<int64_t>(a.kv_len, a.mask_kv_len);
-      section = cached_causal_section_heads(CausalGrid{
-          a.q_len, key_end, a.causal_offset, CFG::BLOCK_M, CFG::BLOCK_N, a.m_blocks, a.m_shift, a.bh_count, grid,
-          heads_in(CAUSAL_SECTION_BUDGET_MIB), fallback_mib > 0 ? heads_in(fallback_mib) : 0,
-          causal_section_target(p, grid)});
-    }
-    if (const int forced_heads = section_heads_override(); forced_heads > 0 && section > 0)
-      section = std::min<int64_t>(forced_heads, a.bh_count);
-    if (section != 0) blocks = grid;
-    if (section == -1 && !p.causal && CFG::BLOCKS_PER_SM == 1) {
+    const int section_mib =
+        forced >= 0 || forced == -2 ? forced : p.causal ? default_causal_section_mib(p, a.m_blocks) : -1;
+    const int64_t tiles = blocks;
+    if (section_mib != 0) blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
+    if (section_mib == -1 && !p.causal && CFG::BLOCKS_PER_SM == 1) {
       // Non-causal: m_shift is 0, so each head's partial block is its first tile.
       a.balance_ways = balance_ways(tiles, int(blocks), a.m_blocks, p.q_len % CFG::BLOCK_M != 0);
       if (a.balance_ways > 0) {
@@ -177,8 +160,22 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
         a.div_full_blocks = FastDiv::make(a.m_blocks - 1);
       }
     }
-    if (section > 0) {
-      a.lpt_heads = int(section);
+    if (section_mib > 0) {
+      const int64_t kv_head_bytes = p.kv_len * (p.head_dim + p.v_head_dim) * 2;
+      const auto heads_in = [&](int64_t mib) { return heads_within(mib, kv_head_bytes, a.bh_count); };
+      int64_t heads = heads_in(section_mib);
+      if (forced == -1) {
+        // Up to a budget of K/V (d64 CAUSAL_SECTION_BUDGET_MIB_D64; d128 its 2
+        // MiB), the section size that balances the grid.
+        const int64_t budget = head_dim_bucket(p) > 64 ? section_mib : CAUSAL_SECTION_BUDGET_MIB_D64;
+        const int64_t key_end = std::min<int64_t>(a.kv_len, a.mask_kv_len);
+        heads = cached_causal_section_heads(CausalGrid{a.q_len, key_end, a.causal_offset, CFG::BLOCK_M, CFG::BLOCK_N,
+                                                       a.m_blocks, a.m_shift, a.bh_count, blocks, heads_in(budget),
+                                                       heads});
+      }
+      if (const int forced_heads = section_heads_override(); forced_heads > 0)
+        heads = std::min<int64_t>(forced_heads, a.bh_count);
+      a.lpt_heads = int(heads);
       a.div_section = FastDiv::make(a.lpt_heads * a.m_blocks);
       a.div_lpt_heads = FastDiv::make(a.lpt_heads);
     }

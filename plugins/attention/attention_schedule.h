@@ -47,8 +47,7 @@ struct CausalGrid {
   int64_t q_len, key_end, causal_offset;  // key_end: keys from it are masked for every row
   int64_t block_m, block_n, m_blocks, m_shift;
   int64_t heads, grid;                    // batch * q_heads; CTAs
-  int64_t max_section, fallback;          // section heads allowed (K/V budget); the choice without a model (0: a CTA per tile)
-  int64_t target;                         // the section size aimed at (causal_section_heads)
+  int64_t max_section, fallback;          // section heads allowed (K/V in L2), the rule's choice without a model
   bool operator==(const CausalGrid& o) const { return std::memcmp(this, &o, sizeof(CausalGrid)) == 0; }
 };
 
@@ -102,21 +101,20 @@ inline constexpr int64_t SECTION_MODEL_ROUNDS_MAX = 64;
 // Sections whose longest CTA is within this of the shortest count as balanced.
 inline constexpr double SECTION_BALANCE_TOLERANCE = 1.015;
 
-// Sections of how many heads for a causal grid, or 0 for a CTA per tile: the
-// fallback where its longest CTA is within SECTION_BALANCE_TOLERANCE of the
-// best (a fallback of 0 is not costed), else the largest size up to `target`
-// that is, else the fallback. Which sizes balance is erratic (d64 causal 1k,
-// 16k tokens: 32 heads 4.9 % above the mean, 33 heads 1.3 %), so each one is
-// costed. On the H100 the model ranks the slow sizes, but sizes it calls
-// balanced ran up to 10 % apart: few heads a round ran slower (many CTAs on
-// one head's K/V), and so did many, beyond about half the grid at d64 and a
-// quarter at d128, whose key blocks take twice the bytes (item 61: d64 at 512
-// to 4k, 44-66 heads within 1.3 % of the fastest; item 62: d128 44 and 66
-// heads 2-6 % behind 22-33 at 512 to 4k, and at 8k and 16k, where a CTA per
-// tile ran before, a section of every head 2-9 % ahead of it).
+// Sections of how many heads for a causal grid: the fallback where its
+// longest CTA is within SECTION_BALANCE_TOLERANCE of the best, else, of the
+// sizes that are, the one nearest half the grid (about two query blocks of
+// each head in flight a round). Which sizes balance is erratic (d64 causal
+// 1k, 16k tokens: 32 heads 4.9 % above the mean, 33 heads 1.3 %), so each
+// one is costed. On the H100 (d64 causal, 16k tokens, 13 sizes timed), the
+// model ranks the slow sizes, but sizes it calls balanced ran up to 10 %
+// apart: sections of a few heads a round ran slower at 4k (many CTAs on one
+// head's K/V), and a whole level a round (132 heads at 512) slower too; sizes
+// near half the grid were within 1.3 % of the fastest at 512 to 4k
+// (bench/NOTES-attention.md item 61).
 inline int64_t causal_section_heads(const CausalGrid& g) {
   const int64_t most = std::min(g.max_section, g.heads);
-  const int64_t fallback = std::clamp<int64_t>(g.fallback, 0, std::max<int64_t>(g.heads, 1));
+  const int64_t fallback = std::clamp<int64_t>(g.fallback, 1, std::max<int64_t>(g.heads, 1));
   if (most <= 1 || g.grid <= 1 || g.m_blocks < 2 || g.heads * g.m_blocks > SECTION_MODEL_ROUNDS_MAX * g.grid)
     return fallback;
   std::vector<double> level_cost(size_t(g.m_blocks));
@@ -124,14 +122,18 @@ inline int64_t causal_section_heads(const CausalGrid& g) {
   std::vector<double> span(size_t(most) + 1);
   double best = INFINITY;
   for (int64_t s = 1; s <= most; ++s) best = std::min(best, span[size_t(s)] = causal_makespan(g, s, level_cost));
-  if (fallback > 0) {
-    const double at_fallback = fallback <= most ? span[size_t(fallback)] : causal_makespan(g, fallback, level_cost);
-    best = std::min(best, at_fallback);
-    if (at_fallback <= best * SECTION_BALANCE_TOLERANCE) return fallback;
+  const double at_fallback = fallback <= most ? span[size_t(fallback)] : causal_makespan(g, fallback, level_cost);
+  best = std::min(best, at_fallback);
+  const double balanced = best * SECTION_BALANCE_TOLERANCE;
+  if (at_fallback <= balanced) return fallback;
+  const double half = 0.5 * double(g.grid);
+  int64_t pick = fallback;
+  double distance = INFINITY;
+  for (int64_t s = 1; s <= most; ++s) {
+    const double d = std::fabs(std::log(double(s) / half));
+    if (span[size_t(s)] <= balanced && d < distance) pick = s, distance = d;
   }
-  for (int64_t s = std::min(most, std::max<int64_t>(g.target, 1)); s >= 1; --s)
-    if (span[size_t(s)] <= best * SECTION_BALANCE_TOLERANCE) return s;
-  return fallback;
+  return pick;
 }
 
 }  // namespace trt_fastops::attention

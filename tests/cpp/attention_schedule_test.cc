@@ -43,26 +43,12 @@ double walked_makespan(const CausalGrid& g, int64_t section) {
 }
 
 CausalGrid bench_grid(int64_t seqlen, int64_t head_dim, int64_t grid_ctas) {
-  // As launch_kernel builds it (attention_launch_common.cuh): the fallback in
-  // MiB (0: a CTA per tile beyond 48 query blocks), a 128 MiB budget, and a
-  // target of half the grid at d64, a quarter at d128.
   const int64_t block_m = head_dim == 64 ? 192 : 128, m = (seqlen + block_m - 1) / block_m;
   const int64_t heads = (16384 / seqlen) * (2048 / head_dim);
   const int64_t kv_head = seqlen * head_dim * 4;
-  const int64_t fallback_mib = m > 48 ? 0 : head_dim > 64 ? 2 : m > 32 ? 32 : 8;
-  const int64_t grid = std::min(grid_ctas, heads * m);
-  return CausalGrid{seqlen,
-                    seqlen,
-                    0,
-                    block_m,
-                    128,
-                    m,
-                    m * block_m - seqlen,
-                    heads,
-                    grid,
-                    heads_within(128, kv_head, heads),
-                    fallback_mib > 0 ? heads_within(fallback_mib, kv_head, heads) : 0,
-                    std::max<int64_t>(1, grid / (head_dim > 64 ? 4 : 2))};
+  const int64_t fallback_mib = head_dim > 64 ? 2 : m > 32 ? 32 : 8, budget_mib = head_dim > 64 ? 2 : 16;
+  return CausalGrid{seqlen, seqlen, 0, block_m, 128, m, m * block_m - seqlen, heads, std::min(grid_ctas, heads * m),
+                    heads_within(budget_mib, kv_head, heads), heads_within(fallback_mib, kv_head, heads)};
 }
 
 void test_makespan_matches_walk() {
@@ -94,21 +80,19 @@ void test_makespan_matches_walk() {
 
 void test_bench_picks() {
   // bench_attention's causal grids on 132 SMs: {seqlen, head dim, expected section heads}.
-  // d64 1k: 32 heads (8 MiB, the fallback) leave the longest CTA 4.9 % above the mean, 66 heads
-  // (half the grid) none; d128 512 keeps its 2 MiB sections (8 heads: no size up to a quarter
-  // of the grid balances better); 8k and 16k take every head, where a CTA per tile ran before.
-  const int64_t cases[][3] = {{512, 64, 66},   {1024, 64, 66},  {2048, 64, 66},  {4096, 64, 66},
-                              {8192, 64, 64},  {16384, 64, 32}, {512, 128, 8},   {1024, 128, 33},
-                              {2048, 128, 33}, {4096, 128, 33}, {8192, 128, 32}, {16384, 128, 16}};
+  // d64 1k: 32 heads (8 MiB, the fallback) leave the longest CTA 4.9 % above the mean; within the
+  // 16 MiB budget 60 heads balance; 4k and 8k keep their fallbacks (8 and 16 heads); d128 keeps
+  // its 2 MiB sections.
+  const int64_t cases[][3] = {{512, 64, 66},  {1024, 64, 60}, {2048, 64, 27}, {4096, 64, 8}, {8192, 64, 16},
+                              {512, 128, 8},  {1024, 128, 4}, {2048, 128, 2}, {4096, 128, 1}};
   for (const auto& c : cases) {
     const CausalGrid g = bench_grid(c[0], c[1], 132);
     const int64_t got = causal_section_heads(g);
     check(got == c[2], "seqlen " + std::to_string(c[0]) + " d" + std::to_string(c[1]) + ": " + std::to_string(got) +
                            " heads, expected " + std::to_string(c[2]));
-    // Never worse than a costed fallback by the model, and within the budget and the target.
-    if (g.fallback > 0)
-      check(walked_makespan(g, got) <= walked_makespan(g, g.fallback) + 1e-9, "no worse than the fallback");
-    check(got == g.fallback || (got <= g.max_section && got <= g.target), "within the budget and the target");
+    // Never worse than the fallback by the model, and within the L2 budget.
+    check(walked_makespan(g, got) <= walked_makespan(g, g.fallback) + 1e-9, "no worse than the fallback");
+    check(got == g.fallback || got <= g.max_section, "within the budget");
   }
 }
 
@@ -122,13 +106,8 @@ void test_degenerate_grids() {
   g.heads = 100000;  // beyond SECTION_MODEL_ROUNDS_MAX rounds: not costed
   check(causal_section_heads(g) == g.fallback, "many rounds: the fallback");
   g = bench_grid(1024, 64, 132);
-  g.fallback = 0;  // a CTA per tile: not costed, so a balanced section replaces it
-  check(causal_section_heads(g) == 66, "a CTA per tile as the fallback: sections that balance");
-  g.heads = 100000;
-  check(causal_section_heads(g) == 0, "a CTA per tile as the fallback, many rounds: kept");
-  g = bench_grid(1024, 64, 132);
-  g.target = 1;  // 1 head leaves the longest CTA 3.1 % above the mean: not balanced
-  check(causal_section_heads(g) == g.fallback, "nothing balanced up to the target: the fallback");
+  g.fallback = 0;
+  check(causal_section_heads(g) >= 1, "a section of at least one head");
 }
 
 }  // namespace

@@ -587,7 +587,7 @@ def test_schedules(schedule, d, sq):
 @pytest.mark.parametrize("b,h,sq", [(3, 16, 700), (4, 16, 600), (4, 12, 900), (16, 32, 1024)])
 def test_causal_sections_costed(b, h, sq):
     # d64 causal on the persistent grid: by default the launcher costs every section size
-    # (causal_section_heads) and, on 132 SMs, takes 48, 64, 48 and 66 heads here where the 8 MiB
+    # (causal_section_heads) and, on 132 SMs, takes 48, 64, 48 and 60 heads here where the 8 MiB
     # rule gave 46, 54, 36 and 32 (sections that don't divide the heads; all of them). Which CTA
     # runs a tile changes nothing in it: the output matches the 8 MiB schedule's bit for bit,
     # and the reference where it is small enough to compute.
@@ -610,9 +610,8 @@ def test_causal_sections_costed(b, h, sq):
 @pytest.mark.parametrize("b,h,sq,d", [(1, 4, 10000, 64), (1, 3, 6300, 128)])
 def test_causal_sections_long(b, h, sq, d):
     # Causal with more query blocks a head than CAUSAL_TILES_PER_HEAD_MAX (53 and 50 here): a CTA
-    # per tile before item 62; now the persistent grid with a section of every head where that
-    # balances (the picks on 132 SMs: 4 and 3 heads). The default, a forced section of 128 MiB
-    # and a CTA per tile give the same bits, and the default matches the reference.
+    # per tile by default; forced sections of every head (128 MiB, the persistent grid: item 62
+    # measured them) and the default give the same bits, and match the reference.
     native = ops._native()
     q, k, v = make_inputs(b, h, h, sq, sq, d, d, torch.bfloat16, seed=sq + d)
     default = check(q, k, v, causal=True)
