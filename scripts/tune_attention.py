@@ -7,8 +7,10 @@ rotated from trial to trial so that none always opens a trial, and the median ov
 reported. Rotation keeps each configuration's predecessor, and one timed right after a
 different kernel runs a few per cent slower than one timed after itself (bench/NOTES-
 attention.md item 41): compare configurations that sit alike (auto/v0 with cudnn/v0, which
-both follow a different kernel; not cudnn/v0 with cudnn/v2). Against cuDNN, add --settle-ms 250:
-the card's power-bound clocks take 100-150 ms to settle after a change of kernel (item 50). Same cases as
+both follow a different kernel; not cudnn/v0 with cudnn/v2). Each timed block follows 250 ms of
+untimed calls of the same configuration (--settle-ms): the card's power-bound clocks take 100-150 ms
+to settle after a change of kernel (item 50), and burst timing (--settle-ms 0) ranked tile schedules
+the other way round (item 62: larger causal sections faster in a burst, slower settled). Same cases as
 bench_attention.py (batch * seqlen = 16k tokens, hidden 2048).
 
     python scripts/tune_attention.py --variants 0 3 --schedules -1 0 8 32 --seqlens 512 4096
@@ -119,10 +121,10 @@ def main() -> int:
                     help="calls per timed block, as bench_attention.py (10 or fewer read a burst regime in which "
                          "our kernel looks closer to cuDNN than it runs sustained: bench/NOTES-attention.md item 42)")
     ap.add_argument("--trials", type=int, default=9)
-    ap.add_argument("--settle-ms", type=float, default=0.0, metavar="MS",
+    ap.add_argument("--settle-ms", type=float, default=250.0, metavar="MS",
                     help="untimed calls of each configuration for this long before each of its timed blocks, as "
-                         "bench_attention.py does (item 50): needed for ratios to cuDNN, which draws different power; "
-                         "0 (default) is fine between variants of our own kernel")
+                         "bench_attention.py does (item 50; default 250): configurations that draw different power "
+                         "(cuDNN, and our own tile schedules: item 62) rank differently in a burst; 0 times bursts")
     ap.add_argument("--graph", action="store_true",
                     help="time CUDA-graph replays of --reps calls (small cases: eager timing is Python launch cost)")
     args = ap.parse_args()

@@ -96,8 +96,8 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m, bool q_by_tma)
 // or, at d64, 8 MiB up to 32 query blocks a head (2-32 MiB within 5 %, 32 MiB
 // 3 % behind at 1k) and 32 MiB beyond (8k: 1.06x 8 MiB, 1.02x a CTA per tile;
 // bench/NOTES-attention.md item 58). Those are the fallbacks: by default the
-// launcher takes a section size that balances the grid, within 64 MiB (d64)
-// or 2 MiB (d128) (causal_section_heads; item 61).
+// launcher takes a section size that balances the grid, within 16 MiB (d64)
+// or 2 MiB (d128) (causal_section_heads; items 61-62).
 inline constexpr int CAUSAL_TILES_PER_HEAD_MAX = 48;
 inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
   if (m_blocks > CAUSAL_TILES_PER_HEAD_MAX) return 0;

@@ -110,8 +110,9 @@ inline constexpr double SECTION_BALANCE_TOLERANCE = 1.015;
 // model ranks the slow sizes, but sizes it calls balanced ran up to 10 %
 // apart: sections of a few heads a round ran slower at 4k (many CTAs on one
 // head's K/V), and a whole level a round (132 heads at 512) slower too; sizes
-// near half the grid were within 1.3 % of the fastest at 512 to 4k
-// (bench/NOTES-attention.md item 61).
+// near half the grid were within 1.3 % of the fastest at 512 to 4k in burst
+// timing (bench/NOTES-attention.md item 61). At settled clocks sections of
+// more than 16 MiB of K/V ran slower (item 62): the launcher's budget.
 inline int64_t causal_section_heads(const CausalGrid& g) {
   const int64_t most = std::min(g.max_section, g.heads);
   const int64_t fallback = std::clamp<int64_t>(g.fallback, 1, std::max<int64_t>(g.heads, 1));
