@@ -62,7 +62,7 @@ CASES = [
     # Three consumer warpgroups, the last tile's third past q_len; causal rows skip blocks.
     ("persistent-d64-causal", "float16", 3, 16, 4, 700, 700, 64, 64, dict(causal=True)),
     # Causal, 50 query blocks a head (past CAUSAL_TILES_PER_HEAD_MAX): a CTA per tile by default;
-    # Forced sections of 128 MiB (attention_set_schedule) put the three heads in one section on
+    # forced sections of 128 MiB (attention_set_schedule) put the three heads in one section on
     # the persistent grid (150 tiles on 132 SMs; bench/NOTES-attention.md item 62).
     ("persistent-causal-long", "bfloat16", 1, 3, 3, 6300, 6300, 128, 128, dict(causal=True, schedule=128)),
     # ViT-B/16 at batch 32: the cost model's 256-row tile under 512 keys (197 rows of 256, the
