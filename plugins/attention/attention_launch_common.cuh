@@ -104,12 +104,6 @@ inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
   if (head_dim_bucket(p) > 64) return 2;
   return m_blocks > 32 ? 32 : 8;
 }
-// The K/V a d64 causal section may take when the model picks its size. At
-// settled clocks (bench_attention's method) sections of 8-16 MiB ran fastest:
-// d64 causal 2k / 4k with 56-66 heads (33-56 MiB) ran 2-4 % behind 8 MiB, at
-// 1k 4-16.5 MiB within 1.5 % (bench/NOTES-attention.md item 62; item 61's 64
-// MiB came from burst timing, where larger sections ran faster).
-inline constexpr int64_t CAUSAL_SECTION_BUDGET_MIB_D64 = 16;
 // attention_set_schedule's override, or -1 for the default.
 int schedule_override();
 // attention_set_section_heads's override, or 0 for the launcher's choice.

@@ -95,6 +95,12 @@ inline double causal_makespan(const CausalGrid& g, int64_t section, const std::v
   return longest;
 }
 
+// The K/V a d64 causal section may take when the model picks its size. At
+// settled clocks (bench_attention's method) sections of 8-16 MiB ran fastest:
+// d64 causal 2k / 4k with 56-66 heads (33-56 MiB) ran 2-4 % behind 8 MiB, at
+// 1k 4-16.5 MiB within 1.5 % (bench/NOTES-attention.md item 62; item 61's 64
+// MiB came from burst timing, where larger sections ran faster).
+inline constexpr int64_t CAUSAL_SECTION_BUDGET_MIB_D64 = 16;
 // Grids of more rounds than this keep the fallback: one tile is then at most
 // a few per cent of a CTA's work however the sections fall.
 inline constexpr int64_t SECTION_MODEL_ROUNDS_MAX = 64;
