@@ -71,7 +71,7 @@ CASES = [
 ]
 
 
-def run_case(torch, check, make_inputs, case) -> None:
+def run_case(torch, check, make_inputs, forced_schedule, case) -> None:
     name, dtype, b, hq, hkv, sq, skv, d, dv, opt = case
     dt = getattr(torch, dtype)
     q, k, v = make_inputs(b, hq, hkv, sq, skv, d, dv, dt, seed=len(name))
@@ -103,16 +103,8 @@ def run_case(torch, check, make_inputs, case) -> None:
         torch.cuda.synchronize()
         assert torch.count_nonzero(out) == 0
         return
-    if "schedule" not in opt:
+    with forced_schedule(opt.get("schedule", -1)):
         check(q, k, v, compare_naive=False, **kw)
-        return
-    from trt_fastops import ops
-
-    previous = ops._native().attention_set_schedule(opt["schedule"])
-    try:
-        check(q, k, v, compare_naive=False, **kw)
-    finally:
-        ops._native().attention_set_schedule(previous)
 
 
 def main(argv=None) -> int:
@@ -146,7 +138,7 @@ def main(argv=None) -> int:
         if not torch.cuda.is_available():
             raise ImportError("no CUDA device")
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "gpu"))
-        from test_attention_kernels import check, make_inputs, set_kernel_path
+        from test_attention_kernels import check, forced_schedule, make_inputs, set_kernel_path
     except ImportError as e:
         print(f"sanitize_attention: cannot run: {e}", file=sys.stderr)
         return 2
@@ -159,7 +151,7 @@ def main(argv=None) -> int:
         set_kernel_path(path)
         for case in cases:
             try:
-                run_case(torch, check, make_inputs, case)
+                run_case(torch, check, make_inputs, forced_schedule, case)
                 print(f"{path} {case[0]}: ok", flush=True)
             except AssertionError as e:
                 failed += 1

@@ -9,6 +9,7 @@ synchronize so asynchronous CUDA errors surface in the test that caused them.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -33,6 +34,17 @@ TILE_PATHS = {"auto-m64": 3, "auto-m128": 1, "auto-m192": 2, "auto-m256": 4}
 # instead of TMA stores from a producer warp.
 STORE_PATHS = {"auto-consumer-store": "consumers"}
 AUTO_PATHS = ("auto", *TILE_PATHS, *STORE_PATHS)
+
+
+@contextlib.contextmanager
+def forced_schedule(section_mib: int):
+    """attention_set_schedule(section_mib) for the block, the previous schedule restored after it."""
+    native = ops._native()
+    previous = native.attention_set_schedule(section_mib)
+    try:
+        yield
+    finally:
+        native.attention_set_schedule(previous)
 
 
 def set_kernel_path(name: str) -> tuple[str, int, str]:
@@ -574,14 +586,10 @@ def test_schedules(schedule, d, sq):
     # apart, a CTA per tile, or persistent with sections of heads whose K/V take 1 .. 64 MiB: one
     # head per section up to all of them), with more tiles than SMs, GQA, a partial last tile and,
     # causal, an offset.
-    native = ops._native()
     q, k, v = make_inputs(3, 16, 4, sq, sq + 40, d, d, torch.bfloat16, seed=schedule + d)
-    previous = native.attention_set_schedule(schedule)
-    try:
+    with forced_schedule(schedule):
         check(q, k, v, causal=True, causal_offset=40)
         check(q, k, v)
-    finally:
-        native.attention_set_schedule(previous)
 
 
 @pytest.mark.parametrize("b,h,sq", [(3, 16, 700), (4, 16, 600), (4, 12, 900), (16, 32, 1024)])
@@ -591,17 +599,13 @@ def test_causal_sections_costed(b, h, sq):
     # rule gave 46, 54, 36 and 32 (sections that don't divide the heads; all of them). Which CTA
     # runs a tile changes nothing in it: the output matches the 8 MiB schedule's bit for bit,
     # and the reference where it is small enough to compute.
-    native = ops._native()
     q, k, v = make_inputs(b, h, h, sq, sq, 64, 64, torch.float16, seed=sq + h)
     if b * h * sq * sq <= 64 * 1024 * 1024:
         check(q, k, v, causal=True)
     default, forced = (torch.full_like(q, math.nan) for _ in range(2))
     ops.attention(q, k, v, causal=True, out=default)
-    previous = native.attention_set_schedule(8)
-    try:
+    with forced_schedule(8):
         ops.attention(q, k, v, causal=True, out=forced)
-    finally:
-        native.attention_set_schedule(previous)
     torch.cuda.synchronize()
     assert not torch.isnan(default).any()
     assert torch.equal(default, forced)
@@ -612,16 +616,12 @@ def test_causal_sections_long(b, h, sq, d):
     # Causal with more query blocks a head than CAUSAL_TILES_PER_HEAD_MAX (53 and 50 here): a CTA
     # per tile by default; forced sections of every head (128 MiB, the persistent grid: item 62
     # measured them) and the default give the same bits, and match the reference.
-    native = ops._native()
     q, k, v = make_inputs(b, h, h, sq, sq, d, d, torch.bfloat16, seed=sq + d)
     default = check(q, k, v, causal=True)
     for schedule in (128, 0):
         forced = torch.full_like(q, math.nan)
-        previous = native.attention_set_schedule(schedule)
-        try:
+        with forced_schedule(schedule):
             ops.attention(q, k, v, causal=True, out=forced)
-        finally:
-            native.attention_set_schedule(previous)
         torch.cuda.synchronize()
         assert torch.equal(default, forced), f"schedule {schedule} differs from the default"
 
