@@ -88,22 +88,6 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m, bool q_by_tma)
   return a;
 }
 
-// How causal inputs run on a persistent kernel (H100, scripts/tune_attention.py,
-// every schedule timed interleaved): with many query blocks per head a CTA per
-// tile (the hardware's dynamic balance: d128 16k 638 against 395-477 TFLOP/s
-// persistent), else the persistent grid with tiles heaviest first in sections
-// of heads whose K/V take 2 MiB (d128: 1.2-1.3x the other sections at 512-4k)
-// or, at d64, 8 MiB up to 32 query blocks a head (2-32 MiB within 5 %, 32 MiB
-// 3 % behind at 1k) and 32 MiB beyond (8k: 1.06x 8 MiB, 1.02x a CTA per tile;
-// bench/NOTES-attention.md item 58). Those are the fallbacks: by default the
-// launcher takes a section size that balances the grid, within 16 MiB (d64)
-// or 2 MiB (d128) (causal_section_heads; items 61-62).
-inline constexpr int CAUSAL_TILES_PER_HEAD_MAX = 48;
-inline int default_causal_section_mib(const AttentionParams& p, int m_blocks) {
-  if (m_blocks > CAUSAL_TILES_PER_HEAD_MAX) return 0;
-  if (head_dim_bucket(p) > 64) return 2;
-  return m_blocks > 32 ? 32 : 8;
-}
 // attention_set_schedule's override, or -1 for the default.
 int schedule_override();
 // attention_set_section_heads's override, or 0 for the launcher's choice.
@@ -143,7 +127,7 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // head-major at d128 4k-16k (bench/NOTES-attention.md item 49).
     const int forced = schedule_override();
     const int section_mib =
-        forced >= 0 || forced == -2 ? forced : p.causal ? default_causal_section_mib(p, a.m_blocks) : -1;
+        forced >= 0 || forced == -2 ? forced : p.causal ? causal_fallback_mib(head_dim_bucket(p), a.m_blocks) : -1;
     const int64_t tiles = blocks;
     if (section_mib != 0) blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
     if (section_mib == -1 && !p.causal && CFG::BLOCKS_PER_SM == 1) {
@@ -159,9 +143,8 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       const auto heads_in = [&](int64_t mib) { return heads_within(mib, kv_head_bytes, a.bh_count); };
       int64_t heads = heads_in(section_mib);
       if (forced == -1) {
-        // Up to a budget of K/V (d64 CAUSAL_SECTION_BUDGET_MIB_D64; d128 its 2
-        // MiB), the section size that balances the grid.
-        const int64_t budget = head_dim_bucket(p) > 64 ? section_mib : CAUSAL_SECTION_BUDGET_MIB_D64;
+        // Within a budget of K/V, the section size that balances the grid.
+        const int64_t budget = causal_budget_mib(head_dim_bucket(p), section_mib);
         const int64_t key_end = std::min<int64_t>(a.kv_len, a.mask_kv_len);
         heads = cached_causal_section_heads(CausalGrid{a.q_len, key_end, a.causal_offset, CFG::BLOCK_M, CFG::BLOCK_N,
                                                        a.m_blocks, a.m_shift, a.bh_count, blocks, heads_in(budget),

@@ -95,12 +95,35 @@ inline double causal_makespan(const CausalGrid& g, int64_t section, const std::v
   return longest;
 }
 
+// How causal inputs run on a persistent kernel (H100, scripts/tune_attention.py,
+// every schedule timed interleaved): with many query blocks per head a CTA per
+// tile (the hardware's dynamic balance: d128 16k 638 against 395-477 TFLOP/s
+// persistent), else the persistent grid with tiles heaviest first in sections
+// of heads whose K/V take 2 MiB (d128: 1.2-1.3x the other sections at 512-4k)
+// or, at d64, 8 MiB up to 32 query blocks a head (2-32 MiB within 5 %, 32 MiB
+// 3 % behind at 1k) and 32 MiB beyond (8k: 1.06x 8 MiB, 1.02x a CTA per tile;
+// bench/NOTES-attention.md item 58). Those are the fallbacks: by default the
+// launcher takes a section size that balances the grid, within 16 MiB (d64)
+// or 2 MiB (d128) (causal_section_heads; items 61-62).
+inline constexpr int CAUSAL_TILES_PER_HEAD_MAX = 48;
+inline int causal_fallback_mib(int head_dim_bucket, int64_t m_blocks) {
+  if (m_blocks > CAUSAL_TILES_PER_HEAD_MAX) return 0;
+  if (head_dim_bucket > 64) return 2;
+  return m_blocks > 32 ? 32 : 8;
+}
+
 // The K/V a d64 causal section may take when the model picks its size. At
 // settled clocks (bench_attention's method) sections of 8-16 MiB ran fastest:
 // d64 causal 2k / 4k with 56-66 heads (33-56 MiB) ran 2-4 % behind 8 MiB, at
 // 1k 4-16.5 MiB within 1.5 % (bench/NOTES-attention.md item 62; item 61's 64
 // MiB came from burst timing, where larger sections ran faster).
 inline constexpr int64_t CAUSAL_SECTION_BUDGET_MIB_D64 = 16;
+// The K/V within which the launcher costs section sizes: d64's budget, and at
+// d128 the fallback's own 2 MiB (the model may only take fewer heads).
+inline int64_t causal_budget_mib(int head_dim_bucket, int fallback_mib) {
+  return head_dim_bucket > 64 ? fallback_mib : CAUSAL_SECTION_BUDGET_MIB_D64;
+}
+
 // Grids of more rounds than this keep the fallback: one tile is then at most
 // a few per cent of a CTA's work however the sections fall.
 inline constexpr int64_t SECTION_MODEL_ROUNDS_MAX = 64;

@@ -19,7 +19,8 @@ namespace {
 
 using host_check::check;
 
-using trt_fastops::attention::CAUSAL_SECTION_BUDGET_MIB_D64;
+using trt_fastops::attention::causal_budget_mib;
+using trt_fastops::attention::causal_fallback_mib;
 using trt_fastops::attention::causal_makespan;
 using trt_fastops::attention::causal_section_heads;
 using trt_fastops::attention::causal_tile_cost;
@@ -47,7 +48,8 @@ CausalGrid bench_grid(int64_t seqlen, int64_t head_dim, int64_t grid_ctas) {
   const int64_t block_m = head_dim == 64 ? 192 : 128, m = (seqlen + block_m - 1) / block_m;
   const int64_t heads = (16384 / seqlen) * (2048 / head_dim);
   const int64_t kv_head = seqlen * head_dim * 4;
-  const int64_t fallback_mib = head_dim > 64 ? 2 : m > 32 ? 32 : 8, budget_mib = head_dim > 64 ? 2 : CAUSAL_SECTION_BUDGET_MIB_D64;
+  const int fallback_mib = causal_fallback_mib(int(head_dim), m);
+  const int64_t budget_mib = causal_budget_mib(int(head_dim), fallback_mib);
   return CausalGrid{seqlen, seqlen, 0, block_m, 128, m, m * block_m - seqlen, heads, std::min(grid_ctas, heads * m),
                     heads_within(budget_mib, kv_head, heads), heads_within(fallback_mib, kv_head, heads)};
 }
