@@ -144,7 +144,8 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       int64_t heads = heads_in(section_mib);
       if (forced == -1) {
         // Within a budget of K/V, the section size that balances the grid.
-        const int64_t budget = causal_budget_mib(head_dim_bucket(p), section_mib);
+        const int64_t kv_mib = (kv_head_bytes * a.bh_count + (int64_t(1) << 20) - 1) >> 20;
+        const int64_t budget = causal_budget_mib(head_dim_bucket(p), section_mib, kv_mib);
         const int64_t key_end = std::min<int64_t>(a.kv_len, a.mask_kv_len);
         heads = cached_causal_section_heads(CausalGrid{a.q_len, key_end, a.causal_offset, CFG::BLOCK_M, CFG::BLOCK_N,
                                                        a.m_blocks, a.m_shift, a.bh_count, blocks, heads_in(budget),

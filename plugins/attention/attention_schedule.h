@@ -103,8 +103,8 @@ inline double causal_makespan(const CausalGrid& g, int64_t section, const std::v
 // or, at d64, 8 MiB up to 32 query blocks a head (2-32 MiB within 5 %, 32 MiB
 // 3 % behind at 1k) and 32 MiB beyond (8k: 1.06x 8 MiB, 1.02x a CTA per tile;
 // bench/NOTES-attention.md item 58). Those are the fallbacks: by default the
-// launcher takes a section size that balances the grid, within 16 MiB (d64)
-// or 2 MiB (d128) (causal_section_heads; items 61-62).
+// launcher takes a section size that balances the grid, within
+// causal_budget_mib's K/V (causal_section_heads; items 61-63).
 inline constexpr int CAUSAL_TILES_PER_HEAD_MAX = 48;
 inline int causal_fallback_mib(int head_dim_bucket, int64_t m_blocks) {
   if (m_blocks > CAUSAL_TILES_PER_HEAD_MAX) return 0;
@@ -113,15 +113,22 @@ inline int causal_fallback_mib(int head_dim_bucket, int64_t m_blocks) {
 }
 
 // The K/V a d64 causal section may take when the model picks its size. At
-// settled clocks (bench_attention's method) sections of 8-16 MiB ran fastest:
-// d64 causal 2k / 4k with 56-66 heads (33-56 MiB) ran 2-4 % behind 8 MiB, at
-// 1k 4-16.5 MiB within 1.5 % (bench/NOTES-attention.md item 62; item 61's 64
-// MiB came from burst timing, where larger sections ran faster).
-inline constexpr int64_t CAUSAL_SECTION_BUDGET_MIB_D64 = 16;
-// The K/V within which the launcher costs section sizes: d64's budget, and at
-// d128 the fallback's own 2 MiB (the model may only take fewer heads).
-inline int64_t causal_budget_mib(int head_dim_bucket, int fallback_mib) {
-  return head_dim_bucket > 64 ? fallback_mib : CAUSAL_SECTION_BUDGET_MIB_D64;
+// settled clocks (bench_attention's method) sections of 8-10 MiB ran fastest
+// on grids whose K/V streams through L2: d64 causal 2k with 27 heads (13.5
+// MiB) 1.6 % behind 16 heads (8 MiB), 1k with 60 heads (15 MiB) 0.5-1.7 %
+// behind 33 (bench/NOTES-attention.md items 62-63; item 61's 64 MiB came from
+// burst timing, where larger sections ran faster). A guess at why: a section
+// and the start of the next one are in flight together. Where every head's
+// K/V fits in 16 MiB, L2 holds it whatever the sections, and the balance
+// decides (small grids: 48-64 heads in one section ran 3-25 % faster than 8 MiB).
+inline constexpr int64_t CAUSAL_SECTION_BUDGET_MIB_D64 = 10;
+inline constexpr int64_t CAUSAL_RESIDENT_KV_MIB_D64 = 16;
+// The K/V within which the launcher costs section sizes (kv_mib: all heads'
+// K/V, rounded up): d64's budget, and at d128 the fallback's own 2 MiB (the
+// model may only take fewer heads).
+inline int64_t causal_budget_mib(int head_dim_bucket, int fallback_mib, int64_t kv_mib) {
+  if (head_dim_bucket > 64) return fallback_mib;
+  return kv_mib <= CAUSAL_RESIDENT_KV_MIB_D64 ? CAUSAL_RESIDENT_KV_MIB_D64 : CAUSAL_SECTION_BUDGET_MIB_D64;
 }
 
 // Grids of more rounds than this keep the fallback: one tile is then at most
@@ -140,8 +147,8 @@ inline constexpr double SECTION_BALANCE_TOLERANCE = 1.015;
 // apart: sections of a few heads a round ran slower at 4k (many CTAs on one
 // head's K/V), and a whole level a round (132 heads at 512) slower too; sizes
 // near half the grid were within 1.3 % of the fastest at 512 to 4k in burst
-// timing (bench/NOTES-attention.md item 61). At settled clocks sections of
-// more than 16 MiB of K/V ran slower (item 62): the launcher's budget.
+// timing (bench/NOTES-attention.md item 61). At settled clocks larger
+// sections ran slower (items 62-63): the launcher's budget.
 inline int64_t causal_section_heads(const CausalGrid& g) {
   const int64_t most = std::min(g.max_section, g.heads);
   const int64_t fallback = std::clamp<int64_t>(g.fallback, 1, std::max<int64_t>(g.heads, 1));
