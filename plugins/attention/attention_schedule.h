@@ -117,10 +117,12 @@ inline int causal_fallback_mib(int head_dim_bucket, int64_t m_blocks) {
 // on grids whose K/V streams through L2: d64 causal 2k with 27 heads (13.5
 // MiB) 1.6 % behind 16 heads (8 MiB), 1k with 60 heads (15 MiB) 0.5-1.7 %
 // behind 33 (bench/NOTES-attention.md items 62-63; item 61's 64 MiB came from
-// burst timing, where larger sections ran faster). A guess at why: a section
-// and the start of the next one are in flight together. Where every head's
-// K/V fits in 16 MiB, L2 holds it whatever the sections, and the balance
-// decides (small grids: 48-64 heads in one section ran 3-25 % faster than 8 MiB).
+// burst timing, where larger sections ran faster). Larger sections read K/V
+// from DRAM more than once (ncu, 2k: 16 / 27 heads read 208 / 322 MB, one
+// read of everything ~201 MB): a burst does not feel it, the power-bound
+// sustained clocks do. Where every head's K/V fits in 16 MiB, L2 holds it
+// whatever the sections, and the balance decides (small grids: 48-64 heads
+// in one section ran 3-25 % faster than 8 MiB).
 inline constexpr int64_t CAUSAL_SECTION_BUDGET_MIB_D64 = 10;
 inline constexpr int64_t CAUSAL_RESIDENT_KV_MIB_D64 = 16;
 // The K/V within which the launcher costs section sizes (kv_mib: all heads'

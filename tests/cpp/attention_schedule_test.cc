@@ -44,14 +44,20 @@ double walked_makespan(const CausalGrid& g, int64_t section) {
   return *std::max_element(work.begin(), work.end());
 }
 
-CausalGrid bench_grid(int64_t seqlen, int64_t head_dim, int64_t grid_ctas) {
+// A causal grid of batch x heads_per_batch heads as the launcher builds it (its budget and fallback).
+CausalGrid causal_grid(int64_t batch, int64_t heads_per_batch, int64_t seqlen, int64_t head_dim, int64_t grid_ctas) {
   const int64_t block_m = head_dim == 64 ? 192 : 128, m = (seqlen + block_m - 1) / block_m;
-  const int64_t heads = (16384 / seqlen) * (2048 / head_dim);
+  const int64_t heads = batch * heads_per_batch;
   const int64_t kv_head = seqlen * head_dim * 4;
   const int fallback_mib = causal_fallback_mib(int(head_dim), m);
   const int64_t budget_mib = causal_budget_mib(int(head_dim), fallback_mib, (heads * kv_head + (1 << 20) - 1) >> 20);
   return CausalGrid{seqlen, seqlen, 0, block_m, 128, m, m * block_m - seqlen, heads, std::min(grid_ctas, heads * m),
                     heads_within(budget_mib, kv_head, heads), heads_within(fallback_mib, kv_head, heads)};
+}
+
+// bench_attention's grids: 16k tokens, hidden 2048.
+CausalGrid bench_grid(int64_t seqlen, int64_t head_dim, int64_t grid_ctas) {
+  return causal_grid(16384 / seqlen, 2048 / head_dim, seqlen, head_dim, grid_ctas);
 }
 
 void test_makespan_matches_walk() {
@@ -99,6 +105,20 @@ void test_bench_picks() {
   }
 }
 
+void test_budget() {
+  // d64: 10 MiB, or 16 where every head's K/V fits in 16 MiB; d128 keeps its fallback's 2 MiB.
+  check(causal_budget_mib(64, 8, 16) == 16, "d64, all K/V within 16 MiB: 16");
+  check(causal_budget_mib(64, 8, 17) == 10, "d64, more K/V: 10");
+  check(causal_budget_mib(128, 2, 1) == 2, "d128: the fallback's");
+  // Small grids keep the sections item 61 measured fastest: {batch, heads, seqlen, expected}.
+  const int64_t cases[][4] = {{3, 16, 700, 48}, {4, 16, 600, 64}, {4, 12, 900, 48}, {1, 64, 1000, 64}};
+  for (const auto& c : cases) {
+    const int64_t got = causal_section_heads(causal_grid(c[0], c[1], c[2], 64, 132));
+    check(got == c[3], "B" + std::to_string(c[0]) + " H" + std::to_string(c[1]) + " S" + std::to_string(c[2]) +
+                           ": " + std::to_string(got) + " heads, expected " + std::to_string(c[3]));
+  }
+}
+
 void test_degenerate_grids() {
   CausalGrid g = bench_grid(1024, 64, 132);
   g.max_section = 1;
@@ -118,6 +138,7 @@ void test_degenerate_grids() {
 int main() {
   test_makespan_matches_walk();
   test_bench_picks();
+  test_budget();
   test_degenerate_grids();
   return host_check::report();
 }
