@@ -189,8 +189,9 @@ def main() -> int:
                 run = {"cudnn": cudnn, "before-only": gemm_only}.get(c[0], ours)
                 previous = _C.attention_set_path("auto" if c[0] in ("cudnn", "before-only") else c[0])
                 _C.attention_set_tile_variant(c[1])
-                _C.attention_set_schedule(-1 if c[2].startswith("h") else int(c[2]))
-                _C.attention_set_section_heads(int(c[2][1:]) if c[2].startswith("h") else 0)
+                schedule, heads = (-1, int(c[2][1:])) if c[2].startswith("h") else (int(c[2]), 0)
+                _C.attention_set_schedule(schedule)
+                _C.attention_set_section_heads(heads)
                 try:
                     if trial == 0:
                         out.fill_(float("nan"))

@@ -5,7 +5,8 @@
   times our part of a plan-cache hit (make_conv_key + LRU lookup) and prints it.
 - attention_schedule_test.cc: the attention launcher's schedule model
   (plugins/attention/attention_schedule.h): the causal grid's cost against a tile-by-tile walk
-  of the kernels' order, and the section sizes it picks for bench_attention's grids.
+  of the kernels' order, the K/V budget, and the section sizes it picks for bench_attention's
+  grids and for small ones.
 
 Each prints "N passed, M failed" (tests/cpp/host_check.h)."""
 from __future__ import annotations

@@ -143,13 +143,11 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       const auto heads_in = [&](int64_t mib) { return heads_within(mib, kv_head_bytes, a.bh_count); };
       int64_t heads = heads_in(section_mib);
       if (forced == -1) {
-        // Within a budget of K/V, the section size that balances the grid.
-        const int64_t kv_mib = (kv_head_bytes * a.bh_count + (int64_t(1) << 20) - 1) >> 20;
-        const int64_t budget = causal_budget_mib(head_dim_bucket(p), section_mib, kv_mib);
+        // Within a budget of K/V, the section size that balances the grid (section_mib is the fallback's).
         const int64_t key_end = std::min<int64_t>(a.kv_len, a.mask_kv_len);
-        heads = cached_causal_section_heads(CausalGrid{a.q_len, key_end, a.causal_offset, CFG::BLOCK_M, CFG::BLOCK_N,
-                                                       a.m_blocks, a.m_shift, a.bh_count, blocks, heads_in(budget),
-                                                       heads});
+        heads = cached_causal_section_heads(make_causal_grid(a.q_len, key_end, a.causal_offset, CFG::BLOCK_M,
+                                                             CFG::BLOCK_N, a.m_blocks, a.m_shift, a.bh_count, blocks,
+                                                             kv_head_bytes, head_dim_bucket(p)));
       }
       if (const int forced_heads = section_heads_override(); forced_heads > 0)
         heads = std::min<int64_t>(forced_heads, a.bh_count);

@@ -126,11 +126,25 @@ inline int causal_fallback_mib(int head_dim_bucket, int64_t m_blocks) {
 inline constexpr int64_t CAUSAL_SECTION_BUDGET_MIB_D64 = 10;
 inline constexpr int64_t CAUSAL_RESIDENT_KV_MIB_D64 = 16;
 // The K/V within which the launcher costs section sizes (kv_mib: all heads'
-// K/V, rounded up): d64's budget, and at d128 the fallback's own 2 MiB (the
+// K/V in MiB, rounded up, per query head as heads_within counts it; GQA's
+// shared K/V is smaller): d64's budget, and at d128 the fallback's own 2 MiB (the
 // model may only take fewer heads).
 inline int64_t causal_budget_mib(int head_dim_bucket, int fallback_mib, int64_t kv_mib) {
   if (head_dim_bucket > 64) return fallback_mib;
   return kv_mib <= CAUSAL_RESIDENT_KV_MIB_D64 ? CAUSAL_RESIDENT_KV_MIB_D64 : CAUSAL_SECTION_BUDGET_MIB_D64;
+}
+
+// The causal grid the launcher costs (heads = batch * q_heads on `grid` CTAs,
+// each head's K/V kv_head_bytes, counted per query head as heads_within does):
+// the fallback's section and the model's budget from the rules above.
+inline CausalGrid make_causal_grid(int64_t q_len, int64_t key_end, int64_t causal_offset, int64_t block_m,
+                                   int64_t block_n, int64_t m_blocks, int64_t m_shift, int64_t heads, int64_t grid,
+                                   int64_t kv_head_bytes, int head_dim_bucket) {
+  const int fallback_mib = causal_fallback_mib(head_dim_bucket, m_blocks);
+  const int64_t kv_mib = (kv_head_bytes * heads + (int64_t(1) << 20) - 1) >> 20;
+  const int64_t budget_mib = causal_budget_mib(head_dim_bucket, fallback_mib, kv_mib);
+  return CausalGrid{q_len, key_end, causal_offset, block_m, block_n, m_blocks, m_shift, heads, grid,
+                    heads_within(budget_mib, kv_head_bytes, heads), heads_within(fallback_mib, kv_head_bytes, heads)};
 }
 
 // Grids of more rounds than this keep the fallback: one tile is then at most

@@ -20,12 +20,11 @@ namespace {
 using host_check::check;
 
 using trt_fastops::attention::causal_budget_mib;
-using trt_fastops::attention::causal_fallback_mib;
 using trt_fastops::attention::causal_makespan;
 using trt_fastops::attention::causal_section_heads;
 using trt_fastops::attention::causal_tile_cost;
 using trt_fastops::attention::CausalGrid;
-using trt_fastops::attention::heads_within;
+using trt_fastops::attention::make_causal_grid;
 
 // The kernels' walk, one tile at a time: CTA c runs tile it * G + c on even
 // rounds and it * G + G - 1 - c on odd ones; tile_head maps a tile to its
@@ -44,15 +43,12 @@ double walked_makespan(const CausalGrid& g, int64_t section) {
   return *std::max_element(work.begin(), work.end());
 }
 
-// A causal grid of batch x heads_per_batch heads as the launcher builds it (its budget and fallback).
+// A causal grid of batch x heads_per_batch heads as the launcher builds it (make_causal_grid).
 CausalGrid causal_grid(int64_t batch, int64_t heads_per_batch, int64_t seqlen, int64_t head_dim, int64_t grid_ctas) {
   const int64_t block_m = head_dim == 64 ? 192 : 128, m = (seqlen + block_m - 1) / block_m;
   const int64_t heads = batch * heads_per_batch;
-  const int64_t kv_head = seqlen * head_dim * 4;
-  const int fallback_mib = causal_fallback_mib(int(head_dim), m);
-  const int64_t budget_mib = causal_budget_mib(int(head_dim), fallback_mib, (heads * kv_head + (1 << 20) - 1) >> 20);
-  return CausalGrid{seqlen, seqlen, 0, block_m, 128, m, m * block_m - seqlen, heads, std::min(grid_ctas, heads * m),
-                    heads_within(budget_mib, kv_head, heads), heads_within(fallback_mib, kv_head, heads)};
+  return make_causal_grid(seqlen, seqlen, 0, block_m, 128, m, m * block_m - seqlen, heads,
+                          std::min(grid_ctas, heads * m), seqlen * head_dim * 4, int(head_dim));
 }
 
 // bench_attention's grids: 16k tokens, hidden 2048.
