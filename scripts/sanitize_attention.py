@@ -57,6 +57,8 @@ CASES = [
     # Non-causal, 200 tiles of 128 rows on 132 SMs, each head's second one partial: the partial
     # tiles go to the 68 CTAs that run a second tile (persistent_tile's balance_ways).
     ("persistent-dealt", "float16", 1, 100, 100, 200, 200, 128, 128, {}),
+    # Non-causal whole tiles: 200 tiles of 128 rows on 100 CTAs of two (even_round_grid).
+    ("persistent-even", "float16", 1, 200, 200, 128, 128, 128, 128, {}),
     # Causal, offset -300: empty tiles (all rows fully masked) between computed ones.
     ("persistent-empty-tiles", "bfloat16", 4, 16, 4, 1000, 300, 64, 64, dict(causal=True, causal_offset=-300)),
     # Three consumer warpgroups, the last tile's third past q_len; causal rows skip blocks.

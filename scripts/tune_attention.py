@@ -113,7 +113,7 @@ def main() -> int:
                     help="kernel paths (attention_set_path); cudnn: torch's SDPA on its cuDNN backend, a reference")
     ap.add_argument("--variants", type=int, nargs="+", default=[0], help="tile variants (attention_set_tile_variant)")
     ap.add_argument("--schedules", type=schedule_arg, nargs="+", default=["-1"],
-                    help="tile schedules (attention_set_schedule: -1 the default, -2 head-major without dealing "
+                    help="tile schedules (attention_set_schedule: -1 the default, -2 head-major on every SM without dealing "
                          "the partial tiles apart, 0 a CTA per tile, n > 0 "
                          "sections of heads whose K/V take n MiB; hN: the default with sections of N heads "
                          "where the grid runs sections, attention_set_section_heads)")

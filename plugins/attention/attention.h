@@ -105,8 +105,9 @@ enum class AttentionPath : int { automatic = 0, sm80 = 1, wgmma = 2 };
 AttentionPath attention_set_path(AttentionPath path);
 
 // Benchmark hook: how inputs are scheduled on the warp-specialised kernel from
-// now on, process-wide: -1 the default, -2 the persistent grid head-major
-// without dealing the partial tiles apart, 0 a CTA per tile (the hardware
+// now on, process-wide: -1 the default, -2 the persistent grid head-major on
+// every SM, without dealing the partial tiles apart or leaving SMs out of
+// rounds that don't need them, 0 a CTA per tile (the hardware
 // balances uneven tiles), n > 0 the persistent grid with tiles in sections of
 // heads whose K/V take n MiB (causal: heaviest first). Returns the previous
 // setting.

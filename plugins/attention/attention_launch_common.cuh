@@ -122,8 +122,9 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // tiles cost about the same. (Or a CTA per tile: a section of 0 MiB.)
     // Non-causal tiles cost alike but for each head's partial query block:
     // head-major by default (-1), the partial tiles dealt to the CTAs that run
-    // one tile more than the others (persistent_tile's balance_ways; -2 the
-    // plain order). Sections of heads (the hook's) measured within noise of
+    // one tile more than the others (persistent_tile's balance_ways), or, with
+    // none, on as few CTAs as the rounds need (even_round_grid); -2 the plain
+    // order on every SM. Sections of heads (the hook's) measured within noise of
     // head-major at d128 4k-16k (bench/NOTES-attention.md item 49).
     const int forced = schedule_override();
     const int section_mib =
@@ -132,10 +133,13 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     if (section_mib != 0) blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
     if (section_mib == -1 && !p.causal && CFG::BLOCKS_PER_SM == 1) {
       // Non-causal: m_shift is 0, so each head's partial block is its first tile.
-      a.balance_ways = balance_ways(tiles, int(blocks), a.m_blocks, p.q_len % CFG::BLOCK_M != 0);
+      const bool partial = p.q_len % CFG::BLOCK_M != 0;
+      a.balance_ways = balance_ways(tiles, int(blocks), a.m_blocks, partial);
       if (a.balance_ways > 0) {
         a.div_balance = FastDiv::make(a.balance_ways);
         a.div_full_blocks = FastDiv::make(a.m_blocks - 1);
+      } else if (!partial && p.mask_kind == MaskKind::none) {
+        blocks = even_round_grid(tiles, int(blocks));  // tiles alike: as few CTAs as the rounds need
       }
     }
     if (section_mib > 0) {

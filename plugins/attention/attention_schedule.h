@@ -27,6 +27,17 @@ inline int balance_ways(int64_t tiles, int grid, int m_blocks, bool partial) {
   return tiles / m_blocks >= ways ? ways : 0;
 }
 
+// The CTAs a persistent grid of equal tiles needs: with ceil(tiles / grid)
+// rounds either way, ceil(tiles / rounds) CTAs run them all (2048 tiles on
+// 132 SMs: 128 CTAs of 16 tiles, where 68 of 132 would run a 16th alone). The
+// makespan in tiles is the same; the SMs left out draw no power, so on a
+// power-bound card the others hold a higher clock (bench/NOTES-attention.md item 65).
+inline int even_round_grid(int64_t tiles, int grid) {
+  if (grid <= 0 || tiles <= grid) return grid;
+  const int64_t rounds = (tiles + grid - 1) / grid;
+  return int((tiles + rounds - 1) / rounds);
+}
+
 // The longest CTA's work on a persistent grid of `grid` CTAs, in full tiles:
 // ceil(tiles / grid), less what the partial tiles save where balance_ways
 // deals them (each costs `partial_cost` of a full tile).

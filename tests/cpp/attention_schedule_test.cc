@@ -1,8 +1,8 @@
 // Host-only unit test of the attention launcher's schedule model
 // (plugins/attention/attention_schedule.h): causal_makespan against a
 // tile-by-tile walk of the kernels' order (tile_head's sections,
-// persistent_tile's snake), and causal_section_heads's picks on
-// bench_attention's grids. Built and run by tests/test_host_cpp.py;
+// persistent_tile's snake), causal_section_heads's picks on
+// bench_attention's grids, and even_round_grid. Built and run by tests/test_host_cpp.py;
 // prints "N passed, M failed".
 #include <algorithm>
 #include <cmath>
@@ -24,6 +24,7 @@ using trt_fastops::attention::causal_makespan;
 using trt_fastops::attention::causal_section_heads;
 using trt_fastops::attention::causal_tile_cost;
 using trt_fastops::attention::CausalGrid;
+using trt_fastops::attention::even_round_grid;
 using trt_fastops::attention::make_causal_grid;
 
 // The kernels' walk, one tile at a time: CTA c runs tile it * G + c on even
@@ -129,6 +130,28 @@ void test_degenerate_grids() {
   check(causal_section_heads(g) >= 1, "a section of at least one head");
 }
 
+void test_even_round_grid() {
+  // bench_attention's non-causal grids of whole tiles (d128, d64 at 512 / 1k): 2048 tiles.
+  check(even_round_grid(2048, 132) == 128, "2048 tiles: 128 CTAs of 16");
+  check(even_round_grid(4096, 132) == 128, "4096 tiles: 128 CTAs of 32");
+  check(even_round_grid(200, 132) == 100, "200 tiles: 100 CTAs of 2");
+  check(even_round_grid(132 * 5, 132) == 132, "whole rounds: every SM");
+  check(even_round_grid(100, 132) == 132, "one round: unchanged (the launcher's grid is the tiles)");
+  std::mt19937 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    const int grid = 1 + int(rng() % 300);
+    const int64_t tiles = 1 + int64_t(rng() % 100000);
+    const int g = even_round_grid(tiles, grid);
+    const int64_t rounds = (tiles + grid - 1) / grid;
+    if (tiles <= grid) {
+      check(g == grid, "a round or less: unchanged");
+      continue;
+    }
+    check(g >= 1 && g <= grid && (tiles + g - 1) / g == rounds, "as many rounds on no more CTAs");
+    check(g == 1 || (tiles + g - 2) / (g - 1) > rounds, "the fewest CTAs that keep the rounds");
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -136,5 +159,6 @@ int main() {
   test_bench_picks();
   test_budget();
   test_degenerate_grids();
+  test_even_round_grid();
   return host_check::report();
 }

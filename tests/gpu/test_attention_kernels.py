@@ -639,6 +639,21 @@ def test_partial_tiles_dealt(b, h, sq, d):
     check(q, k, v)
 
 
+@pytest.mark.parametrize("b,h,sq,d", [(1, 200, 128, 128), (2, 70, 512, 64), (4, 66, 256, 128)])
+def test_even_rounds(b, h, sq, d):
+    # Non-causal whole tiles, more than a round of them: by default the persistent grid runs on as
+    # few CTAs as its rounds need (even_round_grid; on 132 SMs 200 tiles of 128 rows take 100 CTAs
+    # of two; 528 tiles are whole rounds). Which CTA runs a tile changes nothing in it: the plain
+    # grid on every SM (-2) gives the same bits, and both match the reference.
+    q, k, v = make_inputs(b, h, h, sq, sq, d, d, torch.float16, seed=sq + h)
+    default = check(q, k, v)
+    forced = torch.full_like(q, math.nan)
+    with forced_schedule(-2):
+        ops.attention(q, k, v, out=forced)
+    torch.cuda.synchronize()
+    assert torch.equal(default, forced)
+
+
 def test_64k_keys_stay_accurate():
     q, k, v = make_inputs(1, 2, 2, 64, 65536, 128, 128, torch.bfloat16, seed=64)
     check(q, k, v)
