@@ -123,8 +123,8 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // Non-causal tiles cost alike but for each head's partial query block:
     // head-major by default (-1), the partial tiles dealt to the CTAs that run
     // one tile more than the others (persistent_tile's balance_ways), or, with
-    // none, on as few CTAs as the rounds need (even_round_grid); -2 the plain
-    // order on every SM. Sections of heads (the hook's) measured within noise of
+    // none and no mask (tiles alike), on as few CTAs as the rounds need
+    // (even_round_grid); -2 the plain order on every SM. Sections of heads (the hook's) measured within noise of
     // head-major at d128 4k-16k (bench/NOTES-attention.md item 49).
     const int forced = schedule_override();
     const int section_mib =
