@@ -11,6 +11,8 @@ Baselines, each timed in this run on the same inputs:
                              backend selected explicitly (torch.nn.attention.sdpa_kernel)
   ort_mha                    ONNX Runtime's com.microsoft MultiHeadAttention on the CUDA EP
                              (IO binding on torch buffers), where onnxruntime-gpu runs
+  fa3                        with --fa3 LIB: FlashAttention-3's Hopper forward itself, built
+                             from its sources by scripts/build_fa3.sh (unmasked cases)
 Also recorded: the dense-GEMM rate of the device (torch.matmul 8192^3 bf16), the ceiling
 for any attention kernel.
 
@@ -63,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "timed blocks, so each is timed at its own steady clocks (0: each block right after the "
                          "previous callable's, the burst timing of results before 2026-11-27 14:30)")
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
+    ap.add_argument("--fa3", type=Path, default=None, metavar="LIB",
+                    help="also time FlashAttention-3 (libfa3_bench.so from scripts/build_fa3.sh)")
     ap.add_argument("--batch", type=int, default=0, help="batch size (default: 16k tokens / seqlen)")
     ap.add_argument("--heads", type=int, default=0, help="heads (default: hidden 2048 / head dim)")
     ap.add_argument("--key-padding", choices=("none", "additive", "bool"), default="none",
@@ -206,7 +210,43 @@ def ort_mha(ort, torch, case, q3, k3, v3, out3, stream_ptr, device_index, key_le
 # ---------------------------------------------------------------------------------------
 
 
-def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
+def fa3_commit(path: Path | None) -> str | None:
+    """The FlashAttention-3 commit build_fa3.sh built LIB from (FA3_COMMIT beside it)."""
+    if path is None:
+        return None
+    stamp = Path(path).parent / "FA3_COMMIT"
+    return stamp.read_text().strip() if stamp.exists() else "unknown"
+
+
+def load_fa3(path: Path):
+    """FlashAttention-3's forward behind bench/fa3/fa3_harness.cu's C entry point."""
+    import ctypes
+
+    lib = ctypes.CDLL(str(path))
+    lib.fa3_fwd.restype = ctypes.c_int
+    lib.fa3_fwd.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int] * 9 + [ctypes.c_void_p]
+    return lib
+
+
+def fa3_fn(torch, lib, case, q3, k3, v3, out3, device_index):
+    """A callable running FlashAttention-3 on the [B, S, H * D] inputs into out3."""
+    b, h, s, d = case["batch"], case["heads"], case["seqlen"], case["d"]
+    lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+    semaphore = torch.zeros(1, device="cuda", dtype=torch.int32)
+    sms = torch.cuda.get_device_properties(device_index).multi_processor_count
+    bf16 = int(q3.dtype == torch.bfloat16)
+
+    def fn():
+        err = lib.fa3_fwd(q3.data_ptr(), k3.data_ptr(), v3.data_ptr(), out3.data_ptr(), lse.data_ptr(),
+                          semaphore.data_ptr(), b, s, s, h, h, d, bf16, int(case["causal"]), sms,
+                          torch.cuda.current_stream().cuda_stream)
+        if err != 0:
+            raise RuntimeError(f"fa3_fwd: CUDA error {err}")
+
+    return fn
+
+
+def run_case(torch, _C, ort, case, args, stream_ptr, device_index, fa3=None) -> dict:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from trt_fastops import ops
 
@@ -289,6 +329,22 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index) -> dict:
             except Exception as e:  # noqa: BLE001
                 row["ort_note"] = f"{note}; {type(e).__name__}: {str(e).splitlines()[0][:160]}"
 
+    if fa3 is not None:
+        if mask is not None:
+            row["fa3_us"], row["fa3_note"] = None, "masked case: not run"
+        else:
+            fa3_out = torch.empty_like(q3)
+            try:
+                fn = fa3_fn(torch, fa3, case, q3, k3, v3, fa3_out, device_index)
+                fn()
+                torch.cuda.synchronize()
+                diff = max_diff(torch, fa3_out, mine.transpose(1, 2).reshape(b, s, h * d))
+                if not diff <= 0.05:
+                    raise RuntimeError(f"differs from ours by {diff:.3g}")
+                timed["fa3"] = fn
+            except Exception as e:  # noqa: BLE001
+                row["fa3_us"], row["fa3_note"] = None, f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
     times = time_interleaved(torch, timed, args.reps, args.trials, args.settle_ms)
     us = times.pop("ours")
     row["ours_us"] = round(us, 1)
@@ -339,16 +395,19 @@ def table(rows: list[dict], gemm: float | None) -> str:
         v = r.get(key)
         return f"{v:6.2f}{'!' if key == 'x_flash' and v < 1.0 else ' '}" if isinstance(v, (int, float)) else "     - "
 
+    with_fa3 = any("fa3_us" in r for r in rows)
     lines = [f"TFLOP/s (bf16 dense GEMM ceiling: {gemm:.0f})" if gemm else "TFLOP/s",
              f"{'dtype':8s} {'d':>3s} {'causal':6s} {'seqlen':>6s} {'BxH':>7s} {'ours':>7s} {'sm80':>7s} {'flash':>7s} "
-             f"{'cudnn':>7s} {'effic':>7s} {'ortMHA':>7s} {'xflash':>7s} {'xcudnn':>7s} {'xort':>7s} {'%gemm':>6s}"]
+             f"{'cudnn':>7s} {'effic':>7s} {'ortMHA':>7s} " + (f"{'fa3':>7s} " if with_fa3 else "") +
+             f"{'xflash':>7s} {'xcudnn':>7s} {'xort':>7s} " + (f"{'xfa3':>7s} " if with_fa3 else "") + f"{'%gemm':>6s}"]
     for r in rows:
         pct = f"{100 * r['ours_tflops'] / gemm:6.1f}" if gemm else f"{'-':>6s}"
         lines.append(
             f"{r['dtype']:8s} {r['d']:3d} {str(r['causal']):6s} {r['seqlen']:6d} {str(r['batch']) + 'x' + str(r['heads']):>7s} "
             f"{cell(r, 'ours_tflops')} {cell(r, 'sm80_tflops')} {cell(r, 'flash_tflops')} {cell(r, 'cudnn_tflops')} "
-            f"{cell(r, 'efficient_tflops')} {cell(r, 'ort_tflops')} {ratio(r, 'x_flash')} {ratio(r, 'x_cudnn')} "
-            f"{ratio(r, 'x_ort')} {pct}")
+            f"{cell(r, 'efficient_tflops')} {cell(r, 'ort_tflops')} " + (f"{cell(r, 'fa3_tflops')} " if with_fa3 else "") +
+            f"{ratio(r, 'x_flash')} {ratio(r, 'x_cudnn')} {ratio(r, 'x_ort')} " +
+            (f"{ratio(r, 'x_fa3')} " if with_fa3 else "") + pct)
     lines.append("ours = the kernel chosen for this GPU (wgmma on sm_90a), sm80 = our mma.sync kernel forced; "
                  "x<backend> = backend time / our time (> 1: we are faster); '!' = slower than torch's flash backend")
     return "\n".join(lines)
@@ -360,6 +419,7 @@ def main(argv=None) -> int:
     if setup == 2:
         return 2
     torch, _C, ort, device_index, stream = setup
+    fa3 = load_fa3(args.fa3) if args.fa3 else None
     t0 = time.perf_counter()
     gemm = gemm_tflops(torch, args.reps, args.trials, args.settle_ms)
     print(f"dense bf16 GEMM 8192^3: {gemm:.0f} TFLOP/s", flush=True)
@@ -369,10 +429,11 @@ def main(argv=None) -> int:
         if case["key_padding"] != "none":
             label += f" b{case['batch']} h{case['heads']} {case['key_padding']} key padding"
         try:
-            row = run_case(torch, _C, ort, case, args, stream.cuda_stream, device_index)
+            row = run_case(torch, _C, ort, case, args, stream.cuda_stream, device_index, fa3)
             rows.append(row)
             print(f"{label}: ours {row['ours_tflops']} TFLOP/s, flash {row.get('flash_tflops')}, "
-                  f"cudnn {row.get('cudnn_tflops')}, ort {row.get('ort_tflops')} [{row['ours_kernel']}]", flush=True)
+                  f"cudnn {row.get('cudnn_tflops')}, ort {row.get('ort_tflops')}"
+                  + (f", fa3 {row.get('fa3_tflops')}" if fa3 is not None else "") + f" [{row['ours_kernel']}]", flush=True)
             if "ours_unmasked_us" in row:
                 print(f"  us: ours {row['ours_us']} (unmasked {row['ours_unmasked_us']}), cudnn {row.get('cudnn_us')}, "
                       f"efficient {row.get('efficient_us')}, ort {row.get('ort_us')}", flush=True)
@@ -386,7 +447,8 @@ def main(argv=None) -> int:
            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
            "versions": {"torch": torch.__version__, "cuda": torch.version.cuda,
                         "onnxruntime": getattr(ort, "__version__", None) if ort else None,
-                        "trt_fastops": trt_fastops.__version__, "driver": driver_version()},
+                        "trt_fastops": trt_fastops.__version__, "driver": driver_version(),
+                        "flashattention3": fa3_commit(args.fa3)},
            "gemm_bf16_tflops": round(gemm, 1),
            "method": method(args),
            "seconds": round(time.perf_counter() - t0, 1), "errors": errors, "rows": rows}

@@ -89,3 +89,37 @@ def test_one_callable_settles_once():
 def test_method_names_the_settle_time():
     assert "each block after 250 ms of untimed back-to-back calls" in ba.method(ba.build_parser().parse_args([]))
     assert "untimed" not in ba.method(ba.build_parser().parse_args(["--settle-ms", "0"]))
+
+
+def _row(**extra):
+    row = dict(dtype="float16", d=64, causal=False, seqlen=512, batch=32, heads=32, ours_tflops=375.0,
+               flash_tflops=253.0, x_flash=1.48)
+    row.update(extra)
+    return row
+
+
+def test_table_has_fa3_columns_only_when_fa3_ran():
+    plain = ba.table([_row()], 679.0)
+    assert "fa3" not in plain
+    with_fa3 = ba.table([_row(fa3_us=190.0, fa3_tflops=361.7, x_fa3=1.03), _row(fa3_us=None)], 679.0)
+    header, first, second = with_fa3.splitlines()[1:4]
+    assert "fa3" in header and "xfa3" in header
+    assert "361.7" in first and "1.03" in first
+    assert len(header.split()) == len(first.split()) == len(second.split())
+
+
+def test_fa3_commit_reads_the_build_stamp(tmp_path):
+    lib = tmp_path / "libfa3_bench.so"
+    assert ba.fa3_commit(None) is None
+    assert ba.fa3_commit(lib) == "unknown"
+    (tmp_path / "FA3_COMMIT").write_text("0251105a\n")
+    assert ba.fa3_commit(lib) == "0251105a"
+
+
+def test_build_fa3_refuses_a_folder_without_flashattention3(tmp_path):
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "build_fa3.sh"
+    r = subprocess.run(["bash", str(script), str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "no hopper/flash_fwd_launch_template.h" in r.stderr
