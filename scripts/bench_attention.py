@@ -155,6 +155,15 @@ def max_diff(torch, a, b) -> float:
     return (a.float() - b.float()).abs().max().item()
 
 
+def run_checked(torch, fn, got, want, tol: float = 0.05) -> None:
+    """Runs fn once; raises unless its output `got` matches ours (`want`) within tol."""
+    fn()
+    torch.cuda.synchronize()
+    diff = max_diff(torch, got, want)
+    if not diff <= tol:
+        raise RuntimeError(f"differs from ours by {diff:.3g}")
+
+
 def gemm_tflops(torch, reps: int, trials: int, settle_ms: float = 0.0) -> float:
     n = 8192
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -320,11 +329,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index, fa3=None) -> 
         row["ort_note"] = note
         if ort_fn is not None:
             try:
-                ort_fn()
-                torch.cuda.synchronize()
-                diff = max_diff(torch, ort_out, mine.transpose(1, 2).reshape(b, s, h * d))
-                if not diff <= 0.05:
-                    raise RuntimeError(f"differs from ours by {diff:.3g}")
+                run_checked(torch, ort_fn, ort_out, mine.transpose(1, 2).reshape(b, s, h * d))
                 timed["ort"] = ort_fn
             except Exception as e:  # noqa: BLE001
                 row["ort_note"] = f"{note}; {type(e).__name__}: {str(e).splitlines()[0][:160]}"
@@ -336,11 +341,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index, fa3=None) -> 
             fa3_out = torch.empty_like(q3)
             try:
                 fn = fa3_fn(torch, fa3, case, q3, k3, v3, fa3_out, device_index)
-                fn()
-                torch.cuda.synchronize()
-                diff = max_diff(torch, fa3_out, mine.transpose(1, 2).reshape(b, s, h * d))
-                if not diff <= 0.05:
-                    raise RuntimeError(f"differs from ours by {diff:.3g}")
+                run_checked(torch, fn, fa3_out, mine.transpose(1, 2).reshape(b, s, h * d))
                 timed["fa3"] = fn
             except Exception as e:  # noqa: BLE001
                 row["fa3_us"], row["fa3_note"] = None, f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
