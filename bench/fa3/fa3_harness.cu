@@ -27,10 +27,13 @@ void run(Flash_fwd_params& p, cudaStream_t stream) {
 
 // q, k, v, out: [b, s, h, d] with rows h * d apart (bshd, contiguous); lse: [b, h, sq]
 // float32; semaphore: one int of device memory (the causal scheduler's tile counter,
-// zeroed here before each call as flash_api.cpp does). Returns a cudaError_t.
+// zeroed here before each call as flash_api.cpp does). Returns a cudaError_t:
+// cudaErrorInvalidValue for shapes this build has no kernel for. A failed launch
+// inside FA3 ends the process (its cuda_check.h calls exit): a benchmark tool only.
 extern "C" int fa3_fwd(const void* q, const void* k, const void* v, void* out, float* lse, int* semaphore, int b,
                        int sq, int sk, int h, int hk, int d, int bf16, int causal, int num_sm, void* stream_ptr) {
-  if (d != 64 && d != 128) return int(cudaErrorInvalidValue);
+  if ((d != 64 && d != 128) || b <= 0 || sq <= 0 || sk <= 0 || hk <= 0 || h % hk != 0 || num_sm <= 0)
+    return int(cudaErrorInvalidValue);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   Flash_fwd_params p;
   std::memset(&p, 0, sizeof(p));
