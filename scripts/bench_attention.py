@@ -287,6 +287,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index, fa3=None) -> 
     ours()
     torch.cuda.synchronize()
     mine = out.clone()
+    mine3 = mine.transpose(1, 2).reshape(b, s, h * d)  # ours in ORT's and FA3's [B, S, H * D] layout
     row = dict(case)
 
     def kernel_name():
@@ -329,7 +330,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index, fa3=None) -> 
         row["ort_note"] = note
         if ort_fn is not None:
             try:
-                run_checked(torch, ort_fn, ort_out, mine.transpose(1, 2).reshape(b, s, h * d))
+                run_checked(torch, ort_fn, ort_out, mine3)
                 timed["ort"] = ort_fn
             except Exception as e:  # noqa: BLE001
                 row["ort_note"] = f"{note}; {type(e).__name__}: {str(e).splitlines()[0][:160]}"
@@ -341,7 +342,7 @@ def run_case(torch, _C, ort, case, args, stream_ptr, device_index, fa3=None) -> 
             fa3_out = torch.empty_like(q3)
             try:
                 fn = fa3_fn(torch, fa3, case, q3, k3, v3, fa3_out, device_index)
-                run_checked(torch, fn, fa3_out, mine.transpose(1, 2).reshape(b, s, h * d))
+                run_checked(torch, fn, fa3_out, mine3)
                 timed["fa3"] = fn
             except Exception as e:  # noqa: BLE001
                 row["fa3_us"], row["fa3_note"] = None, f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
