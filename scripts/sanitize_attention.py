@@ -67,6 +67,13 @@ CASES = [
     # forced sections of 128 MiB (attention_set_schedule) put the three heads in one section on
     # the persistent grid (150 tiles on 132 SMs; bench/NOTES-attention.md item 62).
     ("persistent-causal-long", "bfloat16", 1, 3, 3, 6300, 6300, 128, 128, dict(causal=True, schedule=128)),
+    # Causal tiles drawn from the workspace's counter (ops.attention passes one): by default past
+    # CAUSAL_TILES_PER_HEAD_MAX query blocks a head (50 here), forced (-3) on the three-consumer
+    # d64 tile, and among empty tiles (offset -300).
+    ("drawn-causal-long", "bfloat16", 1, 3, 3, 6300, 6300, 128, 128, dict(causal=True)),
+    ("drawn-d64", "float16", 3, 16, 4, 700, 700, 64, 64, dict(causal=True, schedule=-3)),
+    ("drawn-empty-tiles", "bfloat16", 4, 16, 4, 1000, 300, 128, 128, dict(causal=True, causal_offset=-300,
+                                                                          schedule=-3)),
     # ViT-B/16 at batch 32: the cost model's 256-row tile under 512 keys (197 rows of 256, the
     # fourth consumer's 5 rows; 64-key blocks, the last one 5 keys).
     ("vit-b16", "float16", 32, 12, 12, 197, 197, 64, 64, {}),

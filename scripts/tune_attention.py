@@ -85,12 +85,21 @@ def make_inputs(torch, args, g, dt, b, h, s, d) -> tuple:
     return q, k, v, mask, out, proj
 
 
+def parse_schedule(text: str) -> tuple[int, int]:
+    """(attention_set_schedule, attention_set_section_heads) for a --schedules entry: an integer,
+    hN (the default with sections of N heads), d (-3: causal tiles drawn from a counter) or dN
+    (drawn, in sections of N heads)."""
+    if text.startswith(("h", "d")):
+        return -1 if text[0] == "h" else -3, int(text[1:]) if len(text) > 1 or text[0] == "h" else 0
+    return int(text), 0
+
+
 def schedule_arg(text: str) -> str:
-    """--schedules: an integer (attention_set_schedule) or hN (sections of N heads)."""
+    """--schedules: see parse_schedule."""
     try:
-        int(text[1:] if text.startswith("h") else text)
+        parse_schedule(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a schedule: {text!r} (an integer, or hN)") from None
+        raise argparse.ArgumentTypeError(f"not a schedule: {text!r} (an integer, hN, d or dN)") from None
     return text
 
 
@@ -114,9 +123,9 @@ def main() -> int:
     ap.add_argument("--variants", type=int, nargs="+", default=[0], help="tile variants (attention_set_tile_variant)")
     ap.add_argument("--schedules", type=schedule_arg, nargs="+", default=["-1"],
                     help="tile schedules (attention_set_schedule: -1 the default, -2 head-major on every SM without dealing "
-                         "the partial tiles apart, 0 a CTA per tile, n > 0 "
+                         "the partial tiles apart, -3 causal tiles drawn from a counter, 0 a CTA per tile, n > 0 "
                          "sections of heads whose K/V take n MiB; hN: the default with sections of N heads "
-                         "where the grid runs sections, attention_set_section_heads)")
+                         "where the grid runs sections, attention_set_section_heads; d: -3, dN: -3 in sections of N heads)")
     ap.add_argument("--reps", type=int, default=20,
                     help="calls per timed block, as bench_attention.py (10 or fewer read a burst regime in which "
                          "our kernel looks closer to cuDNN than it runs sustained: bench/NOTES-attention.md item 42)")
@@ -189,7 +198,7 @@ def main() -> int:
                 run = {"cudnn": cudnn, "before-only": gemm_only}.get(c[0], ours)
                 previous = _C.attention_set_path("auto" if c[0] in ("cudnn", "before-only") else c[0])
                 _C.attention_set_tile_variant(c[1])
-                schedule, heads = (-1, int(c[2][1:])) if c[2].startswith("h") else (int(c[2]), 0)
+                schedule, heads = parse_schedule(c[2])
                 _C.attention_set_schedule(schedule)
                 _C.attention_set_section_heads(heads)
                 try:

@@ -250,6 +250,9 @@ def attention(q, k, v, *, mask=None, causal: bool = False, causal_offset: int = 
     if scale is None:
         scale = 1.0 / math.sqrt(head_dim)
 
+    # The launcher's tile counter (causal inputs), from torch's allocator on this stream.
+    ws_bytes = _C.attention_workspace_bytes(dtype, causal=bool(causal)) if dtype else 0
+    workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
     with torch.cuda.device(q.device):
         stream = torch.cuda.current_stream(q.device).cuda_stream
         _C.attention_forward(dtype or str(q.dtype), int(q.data_ptr()), int(k.data_ptr()), int(v.data_ptr()),
@@ -258,5 +261,6 @@ def attention(q, k, v, *, mask=None, causal: bool = False, causal_offset: int = 
                              softcap=float(softcap), causal=bool(causal), causal_offset=int(causal_offset),
                              mask_kind=mask_kind, mask_dtype=mask_dtype, mask=mask_ptr, mask_strides=mask_strides,
                              mask_kv_len=mask_kv_len, lse=0 if lse is None else int(lse.data_ptr()),
-                             stream=int(stream))
+                             workspace=0 if workspace is None else int(workspace.data_ptr()),
+                             workspace_bytes=ws_bytes, stream=int(stream))
     return (out, lse) if return_lse else out

@@ -70,10 +70,25 @@ struct AttentionParams {
   int64_t mask_kv_len = 0;
 
   float* lse = nullptr;
+
+  // Device scratch of workspace_bytes for the launch's own use, or null.
+  // With attention_workspace_bytes(p) bytes, causal inputs on the
+  // warp-specialised kernel draw their tiles from a counter kept there (zeroed
+  // on the stream before the kernel: a memset node under graph capture), which
+  // balances long causal grids; without, they take a computed order. Launches
+  // that may run at the same time need workspaces of their own.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
+// Bytes of workspace launch_attention can put to use for p (0: none). Reads
+// only p.dtype and p.causal, so callers may ask before the shapes are known
+// (TensorRT's getWorkspaceSize).
+constexpr size_t ATTENTION_WORKSPACE_BYTES = 16;
+size_t attention_workspace_bytes(const AttentionParams& p);
+
 // Enqueues the forward kernel on `stream`. Never synchronises, never
-// allocates, needs no workspace (safe under CUDA-graph capture). Returns
+// allocates, runs without a workspace (safe under CUDA-graph capture). Returns
 // cudaErrorInvalidValue for inconsistent params (f32 on the GPU, head dims
 // out of range, kv_heads not dividing q_heads, null pointers) and
 // cudaGetLastError() after the launch. Rows that are not 16-byte aligned
@@ -107,10 +122,11 @@ AttentionPath attention_set_path(AttentionPath path);
 // Benchmark hook: how inputs are scheduled on the warp-specialised kernel from
 // now on, process-wide: -1 the default, -2 the persistent grid head-major on
 // every SM, without dealing the partial tiles apart or leaving SMs out of
-// rounds that don't need them, 0 a CTA per tile (the hardware
-// balances uneven tiles), n > 0 the persistent grid with tiles in sections of
-// heads whose K/V take n MiB (causal: heaviest first). Returns the previous
-// setting.
+// rounds that don't need them, -3 (causal inputs given a workspace) tiles
+// drawn from a counter, heaviest first in sections of heads, 0 a CTA per tile
+// (the hardware balances uneven tiles), n > 0 the persistent grid with tiles
+// in sections of heads whose K/V take n MiB (causal: heaviest first). Returns
+// the previous setting.
 int attention_set_schedule(int section_mib);
 
 // Benchmark hook: where the persistent grid runs tiles in sections of heads

@@ -22,8 +22,10 @@
 // Tiles use the canonical 128-byte-swizzled layout ([D / 64][rows][64]) that
 // both TMA (CU_TENSOR_MAP_SWIZZLE_128B) and the wgmma descriptors understand.
 // Persistent (one CTA per SM walks the tiles), so a tile's output store and
-// the next tile's Q load overlap the matrix work; causal inputs with many query
-// blocks per head get a CTA per tile instead (the launcher's choice). No thread-block clusters:
+// the next tile's Q load overlap the matrix work. The tiles come in a computed
+// order (persistent_tile) or, for causal inputs given a workspace, drawn from
+// an atomic counter (FlashArgs::tile_counter, zeroed before the launch): the
+// issuing thread draws and passes each tile on through a shared-memory ring. No thread-block clusters:
 // CUDA-graph updates of this kernel need no re-instantiation.
 #pragma once
 
@@ -47,6 +49,14 @@ struct TmaMaps {
   // through R2UR before every wgmma (ptxas 13.0, bench/NOTES-attention.md item 45).
   int o_mapped;
 };
+
+// Drawn tiles (FlashArgs::tile_counter) in flight from the issuing thread to
+// the consumers and the store warp: the issuing thread writes tile `it` into
+// slot it % TILE_RING before its q_full arrival for that tile, and writes it
+// again (tile it + TILE_RING) only after q_empty of tile it + TILE_RING - 1,
+// which the consumers release only once the store warp is past tile it + 1
+// (their o_empty wait): three slots would do.
+inline constexpr int TILE_RING = 4;
 
 template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
 struct HopperWsConfig {
@@ -80,9 +90,10 @@ struct HopperWsConfig {
   // o_full[CONSUMERS], o_empty, then the
   // key-padding data: a two-slot ring of mask bounds from the scanning warp to
   // the issuing thread (2 x 2 ints) and the current tile's block counts for the
-  // consumers (2 ints).
+  // consumers (2 ints), then the drawn tiles' ring (TILE_RING ints).
   static constexpr int BARRIERS = 2 + 4 * STAGES + 4 + CONSUMERS + 1;
-  static constexpr int SMEM_BYTES = (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8 + 6 * 4;
+  static constexpr int SMEM_BYTES =
+      (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8 + (6 + TILE_RING) * 4;
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
   static_assert(BLOCKS_PER_SM * (SMEM_BYTES + 1024) <= 228 * 1024, "shared memory per SM (1 KiB reserved per CTA)");
@@ -173,7 +184,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   uint64_t* o_empty = o_full + CONSUMERS;  // s_o read by the tile's stores
   int* scan_slots = reinterpret_cast<int*>(o_empty + 1);  // per slot: zero_end, live_end
   int* key_blocks = scan_slots + 4;                          // the current tile's, for the consumers
+  int* tile_ring = key_blocks + 2;                           // drawn tiles (TILE_RING)
   constexpr bool key_row = MASKED && KEY_ROW;
+  // Tiles drawn from a counter: unmasked kernels only (the key-row kernels'
+  // scanning warp runs ahead of the issuing thread; the general mask code
+  // spills more with it).
+  const bool drawn = !MASKED && a.tile_counter != nullptr;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int tiles = a.m_blocks * a.bh_count;
@@ -207,9 +223,21 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       tma_prefetch_descriptor(&maps.k);
       tma_prefetch_descriptor(&maps.v);
       int kv = 0;
+      // Drawn: the CTA's first tile is blockIdx.x, each next one gridDim.x plus
+      // the counter's old value, drawn a tile ahead (the atomic's round trip
+      // overlaps this tile's loads). Without a tile left, the consumers and the
+      // store warp get `tiles` through the ring.
+      int tile = drawn ? int(blockIdx.x) : persistent_tile(a, 0, tiles);
       for (int it = 0;; ++it) {
-        const int tile = persistent_tile(a, it, tiles);
-        if (tile >= tiles) break;
+        if (tile >= tiles) {
+          if (drawn) {
+            if (it > 0) mbar_wait(q_empty, (it - 1) & 1);
+            tile_ring[it % TILE_RING] = tiles;
+            mbar_arrive(q_full);  // a release: the ring's word is seen after the wait
+          }
+          break;
+        }
+        const int next = drawn ? atomicAdd(a.tile_counter, 1) + int(gridDim.x) : 0;
         BlockWork w = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
         auto load_kv = [&](int nb) {
           const int st = kv % STAGES, round = kv / STAGES;
@@ -228,6 +256,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           ++kv;
         };
         if (it > 0) mbar_wait(q_empty, (it - 1) & 1);
+        if (drawn) tile_ring[it % TILE_RING] = tile;  // published by the q_full arrival below
         // KEY_ROW: Q and the first K/V block are on their way before the
         // tile's mask bounds are awaited (a tile that runs at all keeps its
         // first block: key_row_blocks never shrinks n_blocks below 1), so the
@@ -256,6 +285,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           mbar_arrive(q_full);
         }
         for (int nb = any ? 1 : 0; nb < w.n_blocks; ++nb) load_kv(nb);
+        tile = drawn ? next : persistent_tile(a, it + 1, tiles);
       }
     } else if (key_row && warp == 1) {
       // The mask scans, in the tiles' order; use u of a slot waits for the
@@ -284,7 +314,13 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       // illegal instruction on the H100: the warp copies those rows itself.
       if (lane == 0) tma_prefetch_descriptor(&maps.o);
       for (int it = 0;; ++it) {
-        const int tile = persistent_tile(a, it, tiles);
+        int tile;
+        if (drawn) {
+          mbar_wait(o_full, it & 1);  // consumer 0 staged tile it (or read that none is left)
+          tile = tile_ring[it % TILE_RING];
+        } else {
+          tile = persistent_tile(a, it, tiles);
+        }
         if (tile >= tiles) break;
         int m_block;
         const int bh = tile_head(a, tile, m_block);
@@ -399,8 +435,23 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
 
     int kv = 0;
     for (int it = 0;; ++it) {
-      const int tile = persistent_tile(a, it, tiles);
-      if (tile >= tiles) break;
+      int tile;
+      if (drawn) {
+        mbar_wait(q_full, it & 1);  // the issuing thread wrote the ring before its arrival
+        int published = 0;
+        if (lane == 0) published = tile_ring[it % TILE_RING];
+        tile = __shfl_sync(0xffffffffu, published, 0);  // warp-uniform for ptxas
+      } else {
+        tile = persistent_tile(a, it, tiles);
+      }
+      if (tile >= tiles) {
+        if (drawn) {
+          // The store warp learns it from o_full, whose previous phase it must have seen first.
+          if (it > 0) mbar_wait(o_empty, (it - 1) & 1);
+          mbar_arrive(o_full + cg);
+        }
+        break;
+      }
       w_cur = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
       const BlockWork& w = w_cur;
 #pragma unroll

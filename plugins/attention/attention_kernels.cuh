@@ -80,6 +80,9 @@ struct FlashArgs {
   int64_t m_sb, m_sh, m_sq, m_sk, mask_kv_len;
   int balance_ways;  // > 0: head-major, partial tiles dealt to CTAs [0, balance_ways) (persistent_tile)
   FastDiv div_balance, div_full_blocks;  // by balance_ways, m_blocks - 1
+  // Non-null (warp-specialised kernels): CTAs draw their tiles after the
+  // first (blockIdx.x) from this counter, zeroed before the launch.
+  int* tile_counter;
 };
 
 // MIN_BLOCKS: CTAs per SM to fit (caps registers at 65536 / (THREADS * MIN_BLOCKS)).

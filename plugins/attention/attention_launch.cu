@@ -109,6 +109,11 @@ const char* attention_unsupported_reason(const AttentionParams& p) {
   return nullptr;
 }
 
+size_t attention_workspace_bytes(const AttentionParams& p) {
+  // The tile counter of drawn causal schedules (launch_kernel).
+  return p.causal && (p.dtype == DType::f16 || p.dtype == DType::bf16) ? ATTENTION_WORKSPACE_BYTES : 0;
+}
+
 const char* attention_kernel_name(const AttentionParams& p) {
   if (attention_unsupported_reason(p) != nullptr) return "unsupported";
   if (use_hopper(p)) return hopper_kernel_name(p, g_tile_variant.load(std::memory_order_relaxed), allow_ws());
@@ -128,7 +133,7 @@ namespace {
 std::atomic<int> g_schedule{-1};
 }  // namespace
 
-int attention_set_schedule(int section_mib) { return g_schedule.exchange(section_mib < -2 ? -1 : section_mib); }
+int attention_set_schedule(int section_mib) { return g_schedule.exchange(section_mib < -3 ? -1 : section_mib); }
 
 int schedule_override() { return g_schedule.load(std::memory_order_relaxed); }
 

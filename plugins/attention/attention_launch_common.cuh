@@ -127,8 +127,16 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // (even_round_grid); -2 the plain order on every SM. Sections of heads (the hook's) measured within noise of
     // head-major at d128 4k-16k (bench/NOTES-attention.md item 49).
     const int forced = schedule_override();
-    const int section_mib =
-        forced >= 0 || forced == -2 ? forced : p.causal ? causal_fallback_mib(head_dim_bucket(p), a.m_blocks) : -1;
+    // Drawn tiles (causal_draws; forced by SCHEDULE_DRAWN) need the workspace's counter and a kernel
+    // that draws: the key-row kernels (masked) keep the computed order.
+    const bool can_draw = p.causal && p.mask_kind == MaskKind::none && p.workspace != nullptr &&
+                          p.workspace_bytes >= attention_workspace_bytes(p);
+    const bool draw = can_draw && (forced == SCHEDULE_DRAWN ||
+                                   (forced == -1 && causal_draws(a.m_blocks)));
+    const int section_mib = draw                            ? int(DRAWN_SECTION_MIB)
+                            : forced >= 0 || forced == -2  ? forced
+                            : p.causal                      ? causal_fallback_mib(head_dim_bucket(p), a.m_blocks)
+                                                            : -1;
     const int64_t tiles = blocks;
     if (section_mib != 0) blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
     if (section_mib == -1 && !p.causal && CFG::BLOCKS_PER_SM == 1) {
@@ -146,7 +154,7 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       const int64_t kv_head_bytes = p.kv_len * (p.head_dim + p.v_head_dim) * 2;
       const auto heads_in = [&](int64_t mib) { return heads_within(mib, kv_head_bytes, a.bh_count); };
       int64_t heads = heads_in(section_mib);
-      if (forced == -1) {
+      if (forced == -1 && !draw) {
         // Within a budget of K/V, the section size that balances the grid (section_mib is the fallback's).
         const int64_t key_end = std::min<int64_t>(a.kv_len, a.mask_kv_len);
         heads = cached_causal_section_heads(make_causal_grid(a.q_len, key_end, a.causal_offset, CFG::BLOCK_M,
@@ -158,6 +166,10 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       a.lpt_heads = int(heads);
       a.div_section = FastDiv::make(a.lpt_heads * a.m_blocks);
       a.div_lpt_heads = FastDiv::make(a.lpt_heads);
+    }
+    if (draw) {
+      a.tile_counter = static_cast<int*>(p.workspace);
+      if (const cudaError_t err = cudaMemsetAsync(p.workspace, 0, sizeof(int), stream); err != cudaSuccess) return err;
     }
   }
   kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);

@@ -540,6 +540,13 @@ Status attention_cuda_refusal(const AttentionParams& p) {
   return Status::errorf(OP, ": the CUDA kernel cannot run this node: ", why);
 }
 
+size_t attention_launch_workspace_bytes(const AttentionAttrs& attrs, const AttentionShapes& shapes) {
+  AttentionParams p;
+  p.dtype = shapes.dtype;
+  p.causal = attrs.is_causal != 0;
+  return attention_workspace_bytes(p);
+}
+
 Status attention_cuda_error(const char* what, const std::string& error) {
   return Status::errorf(OP, ": ", what, " failed: ", error);
 }
@@ -570,6 +577,8 @@ Status make_attention_params(const AttentionAttrs& attrs, const AttentionShapes&
   p.softcap = attrs.softcap;
   p.causal = attrs.is_causal != 0;
   p.causal_offset = sh.past_len;
+  p.workspace = buf.workspace;
+  p.workspace_bytes = buf.workspace != nullptr ? buf.workspace_bytes : 0;
 
   p.q = buf.inputs[ATTN_Q];
   p.out = buf.outputs[ATTN_Y];

@@ -161,11 +161,20 @@ Status attention_cuda_error(const char* what, const std::string& error);
 // Data pointers by slot, as the framework hands them over (host or device).
 // present_scratch[0 / 1]: where present_key / present_value are built when
 // past is given but that output is not requested (present_bytes each).
+// workspace: the launcher's (AttentionParams::workspace) of workspace_bytes,
+// or null (CUDA only; attention_launch_workspace_bytes says how much it uses).
 struct AttentionBuffers {
   const void* inputs[ATTENTION_MAX_INPUTS] = {};
   void* outputs[ATTENTION_MAX_OUTPUTS] = {};
   void* present_scratch[2] = {};
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
+
+// Bytes of workspace the CUDA launcher can use for a node with these
+// attributes and (graph-time or run-time) shapes: attention_workspace_bytes
+// of its params, which depends on the dtype and is_causal only.
+size_t attention_launch_workspace_bytes(const AttentionAttrs& attrs, const AttentionShapes& shapes);
 
 // The copies that fill present_key / present_value, to run before the
 // attention (in order). Empty copies are left out.

@@ -123,6 +123,23 @@ inline int causal_fallback_mib(int head_dim_bucket, int64_t m_blocks) {
   return m_blocks > 32 ? 32 : 8;
 }
 
+// Causal grids whose launch has a workspace may draw their tiles from a
+// counter instead (FlashArgs::tile_counter, FlashAttention-3's dynamic
+// scheduler): a CTA takes the next tile of the order when it starts one, so
+// uneven tiles balance without a model, in sections of heads whose K/V take
+// DRAWN_SECTION_MIB (the order's heaviest-first sections). Settled on the H100
+// (fp16, 16k tokens, bench/NOTES-attention.md item 68), drawn against the
+// computed order: d128 8k 552 against 528 TFLOP/s (a CTA per tile), 16k 587
+// against 583; d64 8k 462 against 452 (the model's sections), 16k 484 against
+// 467 (a CTA per tile); but d128 4k 510 against 534 and d64 4k 433 against
+// 434: with 32 query blocks a head or fewer the model's sections balance the
+// grid and the computed order has no per-tile hand-over. So more than 32 query
+// blocks a head draw. attention_set_schedule(SCHEDULE_DRAWN) forces it.
+inline constexpr int SCHEDULE_DRAWN = -3;
+inline constexpr int64_t DRAWN_SECTION_MIB = 32;
+inline constexpr int64_t DRAWN_TILES_PER_HEAD_MIN = 33;
+inline bool causal_draws(int64_t m_blocks) { return m_blocks >= DRAWN_TILES_PER_HEAD_MIN; }
+
 // The K/V a d64 causal section may take when the model picks its size. At
 // settled clocks (bench_attention's method) sections of 8-10 MiB ran fastest
 // on grids whose K/V streams through L2: d64 causal 2k with 27 heads (13.5

@@ -177,6 +177,15 @@ OrtStatus* AttentionFamily::compute(const Kernel& k, OrtKernelContext* ctx) {
       if (!s.is_ok()) return node_error(ORT_FAIL, s.message(), k.node_name);
     }
   }
+  // The launcher's workspace (a tile counter for causal inputs).
+  if (k.cuda) {
+    const size_t bytes = at::attention_launch_workspace_bytes(k.attrs, shapes);
+    if (bytes > 0) {
+      s = scratch.alloc(bytes, str_cat(bytes, "-byte attention workspace"), &buffers.workspace);
+      if (!s.is_ok()) return node_error(ORT_FAIL, s.message(), k.node_name);
+      buffers.workspace_bytes = bytes;
+    }
+  }
 
   at::AttentionParams p;
   at::AttentionCopies copies;

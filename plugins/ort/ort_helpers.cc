@@ -399,8 +399,8 @@ KernelScratch::~KernelScratch() {
 Status KernelScratch::alloc(size_t bytes, const std::string& what, void** data) {
   *data = nullptr;
   size_t slot = 0;
-  while (slot < 2 && blocks_[slot] != nullptr) ++slot;
-  if (slot == 2) return Status::errorf(op_, ": internal error: more than two scratch blocks asked for");
+  while (slot < MAX_BLOCKS && blocks_[slot] != nullptr) ++slot;
+  if (slot == MAX_BLOCKS) return Status::errorf(op_, ": internal error: more than ", MAX_BLOCKS, " scratch blocks asked for");
   const OrtApi* a = api();
   if (allocator_ == nullptr) {
     const OrtValue* v = nullptr;

@@ -139,7 +139,9 @@ class KernelScratch {
   size_t input_;
   const char* op_;
   OrtAllocator* allocator_ = nullptr;
-  void* blocks_[2] = {};  // the most any op asks for (Attention's present_key / present_value)
+  // The most any op asks for: Attention's present_key / present_value and its launcher's workspace.
+  static constexpr size_t MAX_BLOCKS = 3;
+  void* blocks_[MAX_BLOCKS] = {};
 };
 
 }  // namespace trt_fastops::ort

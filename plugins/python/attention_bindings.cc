@@ -29,11 +29,11 @@ using attention::TensorView;
 using Strides3 = std::tuple<int64_t, int64_t, int64_t>;
 using Strides4 = std::tuple<int64_t, int64_t, int64_t, int64_t>;
 
-DType parse_dtype(const std::string& name, const char* what) {
+DType parse_dtype(const std::string& name, const char* what, const char* fn = "attention_forward") {
   if (name == "float32") return DType::f32;
   if (name == "float16") return DType::f16;
   if (name == "bfloat16") return DType::bf16;
-  throw py::value_error(str_cat("attention_forward: ", what, " must be 'float32', 'float16' or 'bfloat16', got '",
+  throw py::value_error(str_cat(fn, ": ", what, " must be 'float32', 'float16' or 'bfloat16', got '",
                                 name, "'"));
 }
 
@@ -64,7 +64,8 @@ AttentionParams make_params(const std::string& dtype, uintptr_t q, uintptr_t k, 
                             const Strides3& k_strides, const Strides3& v_strides, const Strides3& out_strides,
                             double scale, double softcap, bool causal, int64_t causal_offset,
                             const std::string& mask_kind, const std::string& mask_dtype, uintptr_t mask,
-                            const Strides4& mask_strides, int64_t mask_kv_len, uintptr_t lse) {
+                            const Strides4& mask_strides, int64_t mask_kv_len, uintptr_t lse, uintptr_t workspace,
+                            size_t workspace_bytes) {
   AttentionParams p;
   p.dtype = parse_dtype(dtype, "dtype");
   p.q = reinterpret_cast<const void*>(q);
@@ -95,6 +96,8 @@ AttentionParams make_params(const std::string& dtype, uintptr_t q, uintptr_t k, 
   p.mask_stride_k = std::get<3>(mask_strides);
   p.mask_kv_len = mask_kv_len;
   p.lse = reinterpret_cast<float*>(lse);
+  p.workspace = reinterpret_cast<void*>(workspace);
+  p.workspace_bytes = workspace != 0 ? workspace_bytes : 0;
   return p;
 }
 
@@ -106,12 +109,12 @@ std::string attention_forward(const std::string& dtype, uintptr_t q, uintptr_t k
                               const Strides3& k_strides, const Strides3& v_strides, const Strides3& out_strides,
                               double scale, double softcap, bool causal, int64_t causal_offset,
                               const std::string& mask_kind, const std::string& mask_dtype, uintptr_t mask,
-                              const Strides4& mask_strides, int64_t mask_kv_len, uintptr_t lse, uintptr_t stream,
-                              bool dry_run) {
+                              const Strides4& mask_strides, int64_t mask_kv_len, uintptr_t lse, uintptr_t workspace,
+                              size_t workspace_bytes, uintptr_t stream, bool dry_run) {
   const AttentionParams p =
       make_params(dtype, q, k, v, out, batch, q_heads, kv_heads, q_len, kv_len, head_dim, v_head_dim, q_strides,
                   k_strides, v_strides, out_strides, scale, softcap, causal, causal_offset, mask_kind, mask_dtype,
-                  mask, mask_strides, mask_kv_len, lse);
+                  mask, mask_strides, mask_kv_len, lse, workspace, workspace_bytes);
   const std::string name = attention::attention_kernel_name(p);
   if (dry_run) return name;
   if (const char* why = attention::attention_unsupported_reason(p)) {
@@ -135,20 +138,34 @@ void register_attention_bindings(py::module_& m) {
   m.def("attention_forward", &attention_forward,
         "Enqueue the flash-attention forward kernel on `stream` for raw device pointers (ints; 0 =\n"
         "absent) and element strides (batch, head, seq) of each [B, H, S, D] view; returns the kernel\n"
-        "name. dry_run: launch nothing, only return the name ('unsupported' for refused arguments).\n"
-        "ValueError for arguments the kernel refuses, RuntimeError naming the kernel and the CUDA\n"
-        "error. Never synchronises.",
+        "name. workspace: device scratch of workspace_bytes (attention_workspace_bytes) that causal\n"
+        "inputs use for a tile counter; without it they take a computed tile order. Calls that may run\n"
+        "at the same time need workspaces of their own. dry_run: launch nothing, only return the name\n"
+        "('unsupported' for refused arguments). ValueError for arguments the kernel refuses,\n"
+        "RuntimeError naming the kernel and the CUDA error. Never synchronises.",
         py::arg("dtype"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("batch"),
         py::arg("q_heads"), py::arg("kv_heads"), py::arg("q_len"), py::arg("kv_len"), py::arg("head_dim"),
         py::arg("v_head_dim"), py::kw_only(), py::arg("q_strides"), py::arg("k_strides"), py::arg("v_strides"),
         py::arg("out_strides"), py::arg("scale"), py::arg("softcap") = 0.0, py::arg("causal") = false,
         py::arg("causal_offset") = 0, py::arg("mask_kind") = "none", py::arg("mask_dtype") = "float16",
         py::arg("mask") = 0, py::arg("mask_strides") = Strides4{0, 0, 0, 1}, py::arg("mask_kv_len") = 0,
-        py::arg("lse") = 0, py::arg("stream") = 0, py::arg("dry_run") = false);
+        py::arg("lse") = 0, py::arg("workspace") = 0, py::arg("workspace_bytes") = 0, py::arg("stream") = 0,
+        py::arg("dry_run") = false);
+  m.def(
+      "attention_workspace_bytes",
+      [](const std::string& dtype, bool causal) {
+        AttentionParams p;
+        p.dtype = parse_dtype(dtype, "dtype", "attention_workspace_bytes");
+        p.causal = causal;
+        return attention::attention_workspace_bytes(p);
+      },
+      "Bytes of workspace attention_forward can put to use for inputs of this dtype (0: none).",
+      py::arg("dtype"), py::kw_only(), py::arg("causal"));
   m.def("attention_set_schedule", &attention::attention_set_schedule,
         "Benchmark hook: the tile schedule of the warp-specialised kernel from now on: -1 default, -2\n"
-        "head-major without dealing the partial tiles apart, 0 a CTA per tile, n > 0 a persistent grid with\n"
-        "sections of heads whose K/V take n MiB; returns the previous setting.",
+        "head-major without dealing the partial tiles apart, -3 (causal, with a workspace) tiles drawn from\n"
+        "a counter, 0 a CTA per tile, n > 0 a persistent grid with sections of heads whose K/V take n MiB;\n"
+        "returns the previous setting.",
         py::arg("section_mib"));
   m.def("attention_set_section_heads", &attention::attention_set_section_heads,
         "Benchmark hook: where the persistent grid runs sections of heads (causal inputs by default),\n"

@@ -85,8 +85,9 @@ Status attention_config_from_fields(const nv::PluginFieldCollection& fc, Attenti
   return at::infer_attention(cfg->attrs, descs, outs, &unused);
 }
 
-size_t attention_workspace_bytes(const at::AttentionShapes& shapes) {
-  return align_up(scratch_bytes(shapes, 0)) + align_up(scratch_bytes(shapes, 1));
+size_t attention_workspace_bytes(const at::AttentionAttrs& attrs, const at::AttentionShapes& shapes) {
+  return align_up(scratch_bytes(shapes, 0)) + align_up(scratch_bytes(shapes, 1)) +
+         align_up(at::attention_launch_workspace_bytes(attrs, shapes));
 }
 
 // ---------------------------------------------------------------------------
@@ -285,11 +286,10 @@ Status AttentionPlugin::workspace_size(const nv::DynamicPluginTensorDesc* inputs
       &descs, &slots));
   at::AttentionShapes shapes;
   TRT_FASTOPS_RETURN_IF_ERROR(at::infer_attention(cfg_.attrs, descs, slot_layout().outputs_present(), &shapes));
-  if (!shapes.has_past) return Status::ok();  // no scratch: the workspace is unused
-  if (!shapes.fully_known()) {
+  if (shapes.has_past && !shapes.fully_known()) {
     return Status::errorf(sig().name, ": getWorkspaceSize got open dims in the profile's maximum shapes");
   }
-  *bytes = attention_workspace_bytes(shapes);
+  *bytes = attention_workspace_bytes(cfg_.attrs, shapes);
   return Status::ok();
 }
 
@@ -330,7 +330,8 @@ Status AttentionPlugin::run(const nv::PluginTensorDesc*, const nv::PluginTensorD
   for (int32_t k = 0; k < nb_outputs_; ++k) {
     if (cfg_.outputs_mask >> k & 1) buffers.outputs[k] = outputs[k];  // placeholders stay null: not written
   }
-  // Scratch for present K / V that are needed but not outputs (workspace_size's layout).
+  // Scratch for present K / V that are needed but not outputs, then the
+  // launcher's (workspace_size's layout).
   const size_t key_bytes = align_up(scratch_bytes(shapes_, 0));
   const size_t value_bytes = align_up(scratch_bytes(shapes_, 1));
   if ((key_bytes + value_bytes) > 0 && workspace == nullptr) {
@@ -339,6 +340,11 @@ Status AttentionPlugin::run(const nv::PluginTensorDesc*, const nv::PluginTensorD
   }
   if (key_bytes > 0) buffers.present_scratch[0] = workspace;
   if (value_bytes > 0) buffers.present_scratch[1] = static_cast<char*>(workspace) + key_bytes;
+  // Without it (a caller that skipped getWorkspaceSize) the launcher takes a computed tile order.
+  if (workspace != nullptr) {
+    buffers.workspace = static_cast<char*>(workspace) + key_bytes + value_bytes;
+    buffers.workspace_bytes = at::attention_launch_workspace_bytes(cfg_.attrs, shapes_);
+  }
 
   at::AttentionParams p;
   at::AttentionCopies copies;

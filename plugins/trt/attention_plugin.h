@@ -46,9 +46,10 @@ struct AttentionPluginConfig {
 // impossible slot combinations are refused with attention_op's messages).
 Status attention_config_from_fields(const nv::PluginFieldCollection& fc, AttentionPluginConfig* cfg);
 
-// Workspace for fully known shapes: scratch for the present buffers that are
-// needed but not outputs.
-size_t attention_workspace_bytes(const attention::AttentionShapes& shapes);
+// Workspace for these attributes and shapes (fully known where past is
+// given): scratch for the present buffers that are needed but not outputs,
+// then the launcher's (attention_launch_workspace_bytes), each 256-byte aligned.
+size_t attention_workspace_bytes(const attention::AttentionAttrs& attrs, const attention::AttentionShapes& shapes);
 
 class AttentionPlugin final : public PluginBase {
  public:

@@ -654,6 +654,103 @@ def test_even_rounds(b, h, sq, d):
     assert torch.equal(default, forced)
 
 
+def _raw_causal(q, k, v, out, *, offset=0, workspace=None, workspace_bytes=None, stream=0):
+    """attention_forward on [B, H, S, D] tensors, causal, with or without a workspace (ops.attention
+    always passes one for causal inputs)."""
+    b, hq, sq, d = q.shape
+    st = lambda t: (t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
+    ptr = 0 if workspace is None else int(workspace.data_ptr())
+    size = (0 if workspace is None else workspace.numel()) if workspace_bytes is None else workspace_bytes
+    return ops._native().attention_forward(
+        "float16" if q.dtype == torch.float16 else "bfloat16", int(q.data_ptr()), int(k.data_ptr()),
+        int(v.data_ptr()), int(out.data_ptr()), b, hq, k.shape[1], sq, k.shape[2], d, v.shape[3],
+        q_strides=st(q), k_strides=st(k), v_strides=st(v), out_strides=st(out), scale=d ** -0.5, causal=True,
+        causal_offset=offset, workspace=ptr, workspace_bytes=size, stream=stream)
+
+
+def test_workspace_bytes():
+    native = ops._native()
+    assert native.attention_workspace_bytes("float16", causal=True) >= 4
+    assert native.attention_workspace_bytes("bfloat16", causal=True) >= 4
+    assert native.attention_workspace_bytes("float16", causal=False) == 0
+    assert native.attention_workspace_bytes("float32", causal=True) == 0
+    with pytest.raises(ValueError, match="attention_workspace_bytes: dtype must be"):
+        native.attention_workspace_bytes("int8", causal=True)
+
+
+@pytest.mark.parametrize("b,hq,hkv,sq,skv,offset,d,heads", [
+    (3, 16, 4, 700, 740, 40, 64, 0),      # 192-row tiles, GQA, a partial first tile a head
+    (3, 16, 4, 1000, 1040, 40, 128, 0),   # 128-row tiles, more tiles than SMs
+    (4, 16, 4, 1000, 300, -300, 128, 3),  # empty tiles among the drawn ones, sections of 3 heads
+    (1, 3, 3, 6300, 6300, 0, 128, 1),     # a long head per section
+    (1, 2, 1, 300, 300, 0, 64, 0),        # fewer tiles than SMs: no tile is drawn
+    (2, 40, 40, 1024, 1024, 0, 64, 64),   # one section of every head
+])
+def test_drawn_tiles(kernel_path, b, hq, hkv, sq, skv, offset, d, heads):
+    # Causal tiles drawn from the workspace's counter (attention_set_schedule(-3)) in sections of
+    # `heads` heads (0: the launcher's choice): which CTA runs a tile changes nothing in it, so
+    # the output matches the computed order (no workspace) bit for bit, and the reference.
+    q, k, v = make_inputs(b, hq, hkv, sq, skv, d, d, torch.bfloat16, seed=sq + d + heads)
+    native = ops._native()
+    previous_heads = native.attention_set_section_heads(heads)
+    try:
+        with forced_schedule(-3):
+            drawn = check(q, k, v, causal=True, causal_offset=offset, compare_naive=b * hq * sq * skv <= 2 ** 26)
+        computed = torch.full_like(drawn, math.nan)
+        _raw_causal(q, k, v, computed, offset=offset)
+    finally:
+        native.attention_set_section_heads(previous_heads)
+    torch.cuda.synchronize()
+    assert torch.equal(drawn, computed)
+
+
+def test_drawn_tiles_need_the_whole_workspace():
+    # A workspace smaller than attention_workspace_bytes is not used (the computed order runs):
+    # same bits as without one, and the bytes past it are left alone.
+    q, k, v = make_inputs(1, 4, 4, 8000, 8000, 128, 128, torch.float16, seed=11)
+    need = ops._native().attention_workspace_bytes("float16", causal=True)
+    ws = torch.full((need + 16,), 0x5A, dtype=torch.uint8, device="cuda")
+    outs = []
+    for size in (None, need - 1, need):
+        out = torch.full_like(q, math.nan)
+        _raw_causal(q, k, v, out, workspace=None if size is None else ws, workspace_bytes=size)
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert not torch.isnan(outs[0]).any()
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+    assert (ws[need:] == 0x5A).all(), "bytes past the workspace were written"
+
+
+def test_drawn_tiles_in_cuda_graph():
+    # Replays of a captured launch draw from a counter zeroed by the captured memset each time:
+    # every replay computes every tile (the output is poisoned before each), and two launches
+    # with workspaces of their own may run side by side on two streams.
+    q, k, v = make_inputs(1, 8, 8, 8192, 8192, 128, 128, torch.float16, seed=12)
+    need = ops._native().attention_workspace_bytes("float16", causal=True)
+    expected = torch.full_like(q, math.nan)
+    _raw_causal(q, k, v, expected)  # the computed order
+    out = torch.full_like(q, math.nan)
+    ws = torch.zeros(need, dtype=torch.uint8, device="cuda")
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        _raw_causal(q, k, v, out, workspace=ws, stream=side.cuda_stream)
+    for _ in range(3):
+        out.fill_(math.nan)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, expected)
+    outs = [torch.full_like(q, math.nan) for _ in range(2)]
+    wss = [torch.zeros(need, dtype=torch.uint8, device="cuda") for _ in range(2)]
+    streams = [torch.cuda.Stream() for _ in range(2)]
+    torch.cuda.synchronize()
+    for o, w, st in zip(outs, wss, streams):
+        _raw_causal(q, k, v, o, workspace=w, stream=st.cuda_stream)
+    torch.cuda.synchronize()
+    assert all(torch.equal(o, expected) for o in outs)
+
+
 def test_64k_keys_stay_accurate():
     q, k, v = make_inputs(1, 2, 2, 64, 65536, 128, 128, torch.bfloat16, seed=64)
     check(q, k, v)

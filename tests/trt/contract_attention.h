@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "plugins/attention/attention.h"
 #include "tests/trt/contract_harness.h"
 
 namespace attention_contract {
@@ -699,7 +700,8 @@ static void test_configure_and_serialize(const Env& env, TestRecorder& recorder)
     check(b->configurePlugin(bad.data(), int32_t(bad.size()), out.data(), nb_out) == -1 &&
               env.logger->saw_error("Attention: input 'K' (index 1) has shape"),
           n + ": configurePlugin refuses a K of the wrong hidden size (" + env.logger->last_error() + ")");
-    // Workspace: present K / V scratch when past is given and they are not outputs, from the max shapes.
+    // Workspace: present K / V scratch when past is given and they are not outputs, from the max
+    // shapes, then the launcher's (a tile counter: is_causal).
     auto ranged = in;
     Case big = c;
     big.b = 3;
@@ -709,9 +711,10 @@ static void test_configure_and_serialize(const Env& env, TestRecorder& recorder)
     for (size_t i = 0; i < ranged.size(); ++i) ranged[i].max = to_dims(big_dims[i]);
     const size_t ws = b->getWorkspaceSize(ranged.data(), int32_t(ranged.size()), out.data(), nb_out);
     const int64_t key = big.b * big.hkv * total(big) * big.d * 2, value = big.b * big.hkv * total(big) * big.dv * 2;
-    const size_t want = (outputs & 2 ? 0 : align256(key)) + (outputs & 4 ? 0 : align256(value));
-    check(ws == want, n + ": getWorkspaceSize = scratch for the present buffers that are not outputs, max shapes (" +
-                          std::to_string(ws) + ", want " + std::to_string(want) + ")");
+    const size_t present = (outputs & 2 ? 0 : align256(key)) + (outputs & 4 ? 0 : align256(value));
+    const size_t want = present + align256(int64_t(trt_fastops::attention::ATTENTION_WORKSPACE_BYTES));
+    check(ws == want, n + ": getWorkspaceSize = scratch for the present buffers that are not outputs, max shapes, "
+                          "and the launcher's (" + std::to_string(ws) + ", want " + std::to_string(want) + ")");
     // Serialize -> deserialize through the creator at run time.
     const nv::PluginFieldCollection* fc = runtime_of(p.get())->getFieldsToSerialize();
     auto before = dump_fields_full(fc);
@@ -759,7 +762,7 @@ static void test_configure_and_serialize(const Env& env, TestRecorder& recorder)
     check(ra->enqueue(tin.data(), tout.data(), dummy_in.data(), dummy_out.data(), fake_workspace.data(), nullptr) == -1 &&
               recorder.saw("Attention: input 'Q' (index 0) has no data (null pointer)"),
           n + ": enqueue with null pointers refused before any launch (" + recorder.last() + ")");
-    if (ws > 0) {
+    if (present > 0) {  // the launcher's part is optional: without it the tiles take a computed order
       recorder.clear();
       check(ra->enqueue(tin.data(), tout.data(), dummy_in.data(), dummy_out.data(), nullptr, nullptr) == -1 &&
                 recorder.saw("Attention: enqueue got no workspace"),
@@ -782,6 +785,13 @@ static void test_configure_and_serialize(const Env& env, TestRecorder& recorder)
     auto in = dyn_inputs(x, nv::DataType::kBF16);
     auto out = dyn_outputs(x, nv::DataType::kBF16, 1);
     check(p && build_of(p.get())->getWorkspaceSize(in.data(), 3, out.data(), 1) == 0, "Attention: no past -> workspace 0");
+    x.is_causal = 1;
+    Fields fc;
+    add_fields(x, true, &fc);
+    PluginPtr pc = create_attention(env, fc);
+    check(pc && build_of(pc.get())->getWorkspaceSize(in.data(), 3, out.data(), 1) ==
+                    align256(int64_t(trt_fastops::attention::ATTENTION_WORKSPACE_BYTES)),
+          "Attention: causal, no past -> the launcher's workspace (a tile counter)");
   }
 }
 
