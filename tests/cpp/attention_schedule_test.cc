@@ -19,7 +19,11 @@ namespace {
 
 using host_check::check;
 
+using trt_fastops::attention::CAUSAL_TILES_PER_HEAD_MAX;
 using trt_fastops::attention::causal_budget_mib;
+using trt_fastops::attention::causal_draws;
+using trt_fastops::attention::causal_fallback_mib;
+using trt_fastops::attention::DRAWN_TILES_PER_HEAD_MIN;
 using trt_fastops::attention::causal_makespan;
 using trt_fastops::attention::causal_section_heads;
 using trt_fastops::attention::causal_tile_cost;
@@ -152,6 +156,16 @@ void test_even_round_grid() {
   }
 }
 
+void test_causal_draws() {
+  // bench_attention's causal grids (query blocks a head): d128 4k 32, 8k 64; d64 (192 rows) 4k 22, 8k 43.
+  check(!causal_draws(32) && causal_draws(64), "d128: 8k draws, 4k keeps the computed order");
+  check(!causal_draws(22) && causal_draws(43), "d64: 8k draws, 4k keeps the computed order");
+  check(causal_draws(DRAWN_TILES_PER_HEAD_MIN) && !causal_draws(DRAWN_TILES_PER_HEAD_MIN - 1), "the threshold");
+  // Without a workspace, heads past CAUSAL_TILES_PER_HEAD_MAX still get a CTA per tile.
+  check(causal_fallback_mib(128, CAUSAL_TILES_PER_HEAD_MAX + 1) == 0, "no workspace: a CTA per tile");
+  check(DRAWN_TILES_PER_HEAD_MIN <= CAUSAL_TILES_PER_HEAD_MAX, "every CTA-per-tile grid draws when it can");
+}
+
 }  // namespace
 
 int main() {
@@ -160,5 +174,6 @@ int main() {
   test_budget();
   test_degenerate_grids();
   test_even_round_grid();
+  test_causal_draws();
   return host_check::report();
 }

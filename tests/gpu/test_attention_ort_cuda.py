@@ -224,13 +224,13 @@ def test_cuda_dynamic_shapes_one_session(ort_ep, dtype):
         check(ort_ep, dtype, feeds, attrs, ALL_OUTS, sess=sess, what=f"b={b} sq={sq} skv={skv} p={p}")
 
 
-def _graph_replays(ort_ep, dtype, outs, rng, *, batch=2, q_heads=8, kv_heads=2, past=63, head_dim=64):
-    """One decode step (q_len = kv_len = 1 over a fixed past) captured as a CUDA graph
-    and replayed: inputs copied into the bound device values in place, outputs
+def _graph_replays(ort_ep, dtype, outs, rng, *, batch=2, q_heads=8, kv_heads=2, past=63, head_dim=64, case=None):
+    """One decode step (q_len = kv_len = 1 over a fixed past; or make_case's `case`) captured
+    as a CUDA graph and replayed: inputs copied into the bound device values in place, outputs
     re-poisoned each run, so a replay that ignored either would be caught. ORT
     captures after its warm-up runs; 8 runs cover warm-up, capture and replays."""
-    kw = dict(batch=batch, q_heads=q_heads, kv_heads=kv_heads, q_len=1, kv_len=1, past_len=past,
-              head_dim=head_dim, mask="bool", mask_shape=(batch, 1, 1, past + 1), attrs={"is_causal": 1})
+    kw = case or dict(batch=batch, q_heads=q_heads, kv_heads=kv_heads, q_len=1, kv_len=1, past_len=past,
+                      head_dim=head_dim, mask="bool", mask_shape=(batch, 1, 1, past + 1), attrs={"is_causal": 1})
     feeds, attrs = cpu.make_case(rng, dtype, **kw)
     sess = session(ort_ep, cpu.model_for(dtype, feeds, attrs, outs), cuda_graph=True)
     ref = cpu.reference(feeds, attrs, outs)
@@ -268,6 +268,23 @@ def test_cuda_graph_replays_scratch(ort_ep, dtype):
     """enable_cuda_graph=1 with past but no present outputs: the concatenated K/V lives
     in scratch from ORT's allocator, allocated inside the captured run."""
     _graph_replays(ort_ep, dtype, ("Y",), np.random.default_rng(80 + DTYPES.index(dtype)), past=200)
+
+
+# Causal with more than 32 query blocks a head (34 here): the kernel draws its tiles from a
+# counter in the launcher's workspace, which the op takes from ORT's allocator on every run.
+LONG_CAUSAL = dict(batch=1, q_heads=2, kv_heads=1, q_len=4300, kv_len=4300, head_dim=128, attrs={"is_causal": 1})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_causal_long_draws_tiles(ort_ep, dtype):
+    rng = np.random.default_rng(90 + DTYPES.index(dtype))
+    feeds, attrs = cpu.make_case(rng, dtype, **LONG_CAUSAL)
+    check(ort_ep, dtype, feeds, attrs)
+
+
+def test_cuda_graph_replays_draw_tiles(ort_ep):
+    """enable_cuda_graph=1 with drawn tiles: every replay zeroes the counter (a captured memset)."""
+    _graph_replays(ort_ep, "float16", ("Y",), np.random.default_rng(95), case=dict(LONG_CAUSAL, q_heads=1))
 
 
 def run_profiled(ort, dtype, feeds, attrs, outs, providers, prefix):
