@@ -42,7 +42,8 @@ CREATOR_FIELDS = {
     "Attention": {**{k: A.INT for k in ("is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode",
                                         "softmax_precision", "left_window_size", "right_window_size",
                                         "packed_qkv")},
-                  "scale": A.FLOAT, "softcap": A.FLOAT, "inputs": A.INT, "outputs": A.INT},
+                  "scale": A.FLOAT, "softcap": A.FLOAT, "inputs": A.INT, "outputs": A.INT,
+                  "schedule_workspace": A.INT},
     "Conv": {**_CONV, "max_workspace_mb": A.INT},
     "ConvTranspose": {**_CONV, "output_padding": A.INTS, "output_shape": A.INTS, "output_crop": A.INTS,
                       "max_workspace_mb": A.INT},
@@ -286,7 +287,8 @@ def test_attention_unused_present_key_is_a_placeholder_slot():
 def test_creator_fields_match_the_plugin_sources():
     """CREATOR_FIELDS (what this file checks against) is what the creators declare: each
     creator declares the op layer's attribute names, the norm and Attention creators also
-    `inputs` / `outputs`, the conv creators `max_workspace_mb` instead."""
+    `inputs` / `outputs`, the Attention creator `schedule_workspace`, the conv creators
+    `max_workspace_mb` instead."""
     src = {p.name: p.read_text() for p in (REPO / "plugins").glob("*/*.cc")}
     declares = {name: set(re.findall(r"field_names_\.declare\((\w+)", src[name]))
                 for name in ("norm_plugin.cc", "attention_plugin.cc", "conv_plugin.cc")}
@@ -294,11 +296,13 @@ def test_creator_fields_match_the_plugin_sources():
     assert declares["attention_plugin.cc"] >= {"FIELD_INPUTS", "FIELD_OUTPUTS"}
     assert "FIELD_INPUTS" not in declares["conv_plugin.cc"] and "FIELD_OUTPUTS" not in declares["conv_plugin.cc"]
     assert 'FIELD_MAX_WORKSPACE = "max_workspace_mb"' in src["conv_plugin.cc"]
+    assert 'FIELD_SCHEDULE_WORKSPACE = "schedule_workspace"' in src["attention_plugin.cc"]
+    assert "FIELD_SCHEDULE_WORKSPACE" in declares["attention_plugin.cc"]
     assert re.search(r'FIELD_INPUTS = "inputs";\s*constexpr const char\* FIELD_OUTPUTS = "outputs"',
                      (REPO / "plugins/trt/plugin_base.h").read_text())
     # the op layers' attribute lists
     names = re.search(r"ATTR_NAMES\[\] = \{([^}]*)\}", src["attention_op.cc"]).group(1)
-    assert set(re.findall(r'"(\w+)"', names)) == set(CREATOR_FIELDS["Attention"]) - SLOT_FIELDS
+    assert set(re.findall(r'"(\w+)"', names)) == set(CREATOR_FIELDS["Attention"]) - SLOT_FIELDS - {"schedule_workspace"}
     conv = dict(re.findall(r'\{"(\w+)", ConvAttrKind::\w+, (true|false)\}', src["conv_op.cc"]))
     kind = dict(re.findall(r'\{"(\w+)", ConvAttrKind::(\w+), (?:true|false)\}', src["conv_op.cc"]))
     to_onnx = {"ints": A.INTS, "int_": A.INT, "string": A.STRING}

@@ -27,6 +27,14 @@ size_t scratch_bytes(const at::AttentionShapes& s, int which) {
   return b > 0 ? static_cast<size_t>(b) : 0;
 }
 
+// Plugin-level field: the engine's workspace has room for the launcher's.
+constexpr const char* FIELD_SCHEDULE_WORKSPACE = "schedule_workspace";
+
+// Bytes of the launcher's part of the workspace (0 for configs without it).
+size_t launcher_bytes(const AttentionPluginConfig& cfg, const at::AttentionShapes& s) {
+  return cfg.schedule_workspace ? at::attention_launch_workspace_bytes(cfg.attrs, s) : 0;
+}
+
 std::vector<int64_t> dims_of(const nv::Dims& d) {
   std::vector<int64_t> v;
   for (int32_t j = 0; j < d.nbDims && j < nv::Dims::MAX_DIMS; ++j) v.push_back(d.d[j]);
@@ -38,9 +46,11 @@ std::vector<int64_t> dims_of(const nv::Dims& d) {
 // ---------------------------------------------------------------------------
 // Fields
 
-Status attention_config_from_fields(const nv::PluginFieldCollection& fc, AttentionPluginConfig* cfg) {
+Status attention_config_from_fields(const nv::PluginFieldCollection& fc, nv::TensorRTPhase phase,
+                                    AttentionPluginConfig* cfg) {
   const char* name_op = sig().name;
   *cfg = AttentionPluginConfig();
+  cfg->schedule_workspace = phase == nv::TensorRTPhase::kBUILD;
   if (fc.nbFields < 0 || (fc.nbFields > 0 && fc.fields == nullptr)) {
     return Status::errorf(name_op, ": malformed PluginFieldCollection (", fc.nbFields, " fields)");
   }
@@ -54,6 +64,16 @@ Status attention_config_from_fields(const nv::PluginFieldCollection& fc, Attenti
       TRT_FASTOPS_RETURN_IF_ERROR(read_slot_mask(name_op, f, inputs, inputs ? sig().inputs : sig().outputs,
                                                  inputs ? sig().num_inputs : sig().num_outputs,
                                                  inputs ? &cfg->inputs_mask : &cfg->outputs_mask));
+      continue;
+    }
+    if (name == FIELD_SCHEDULE_WORKSPACE) {
+      // Plugin-level field: the engine's workspace has room for the launcher's.
+      const FieldValue v = read_field(f);
+      if (v.kind != FieldValue::Kind::integer || (v.i != 0 && v.i != 1)) {
+        return Status::errorf(name_op, ": field '", name, "' is ",
+                              v.kind == FieldValue::Kind::integer ? std::to_string(v.i) : v.found, ", expected 0 or 1");
+      }
+      cfg->schedule_workspace = v.i != 0;
       continue;
     }
     const FieldValue v = read_field(f);
@@ -85,9 +105,9 @@ Status attention_config_from_fields(const nv::PluginFieldCollection& fc, Attenti
   return at::infer_attention(cfg->attrs, descs, outs, &unused);
 }
 
-size_t attention_workspace_bytes(const at::AttentionAttrs& attrs, const at::AttentionShapes& shapes) {
+size_t attention_workspace_bytes(const AttentionPluginConfig& cfg, const at::AttentionShapes& shapes) {
   return align_up(scratch_bytes(shapes, 0)) + align_up(scratch_bytes(shapes, 1)) +
-         align_up(at::attention_launch_workspace_bytes(attrs, shapes));
+         align_up(launcher_bytes(cfg, shapes));
 }
 
 // ---------------------------------------------------------------------------
@@ -289,7 +309,7 @@ Status AttentionPlugin::workspace_size(const nv::DynamicPluginTensorDesc* inputs
   if (shapes.has_past && !shapes.fully_known()) {
     return Status::errorf(sig().name, ": getWorkspaceSize got open dims in the profile's maximum shapes");
   }
-  *bytes = attention_workspace_bytes(cfg_.attrs, shapes);
+  *bytes = attention_workspace_bytes(cfg_, shapes);
   return Status::ok();
 }
 
@@ -340,10 +360,12 @@ Status AttentionPlugin::run(const nv::PluginTensorDesc*, const nv::PluginTensorD
   }
   if (key_bytes > 0) buffers.present_scratch[0] = workspace;
   if (value_bytes > 0) buffers.present_scratch[1] = static_cast<char*>(workspace) + key_bytes;
-  // Without it (a caller that skipped getWorkspaceSize) the launcher takes a computed tile order.
-  if (workspace != nullptr) {
+  // Without it (a caller that skipped getWorkspaceSize, an engine from before
+  // it) the launcher takes a computed tile order.
+  const size_t launcher = launcher_bytes(cfg_, shapes_);
+  if (workspace != nullptr && launcher > 0) {
     buffers.workspace = static_cast<char*>(workspace) + key_bytes + value_bytes;
-    buffers.workspace_bytes = at::attention_launch_workspace_bytes(cfg_.attrs, shapes_);
+    buffers.workspace_bytes = launcher;
   }
 
   at::AttentionParams p;
@@ -374,6 +396,7 @@ void AttentionPlugin::serialize_fields(FieldList* fields) const {
   if (a.packed_qkv != 0) fields->add_int64("packed_qkv", a.packed_qkv);  // absent = 0, as engines before it
   if (cfg_.inputs_mask >= 0) fields->add_int32(FIELD_INPUTS, cfg_.inputs_mask);
   fields->add_int32(FIELD_OUTPUTS, cfg_.outputs_mask);
+  if (cfg_.schedule_workspace) fields->add_int32(FIELD_SCHEDULE_WORKSPACE, 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -386,12 +409,13 @@ AttentionPluginCreator::AttentionPluginCreator() : CreatorBase(sig().name) {
   }
   field_names_.declare(FIELD_INPUTS, nv::PluginFieldType::kINT32);
   field_names_.declare(FIELD_OUTPUTS, nv::PluginFieldType::kINT32);
+  field_names_.declare(FIELD_SCHEDULE_WORKSPACE, nv::PluginFieldType::kINT32);
 }
 
 Status AttentionPluginCreator::create(const std::string& layer_name, const nv::PluginFieldCollection& fc,
-                                      nv::TensorRTPhase, std::unique_ptr<PluginBase>* plugin) const {
+                                      nv::TensorRTPhase phase, std::unique_ptr<PluginBase>* plugin) const {
   AttentionPluginConfig cfg;
-  TRT_FASTOPS_RETURN_IF_ERROR(attention_config_from_fields(fc, &cfg));
+  TRT_FASTOPS_RETURN_IF_ERROR(attention_config_from_fields(fc, phase, &cfg));
   *plugin = std::make_unique<AttentionPlugin>(cfg, layer_name);
   return Status::ok();
 }

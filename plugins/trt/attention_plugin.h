@@ -40,16 +40,24 @@ struct AttentionPluginConfig {
   attention::AttentionAttrs attrs;
   int32_t inputs_mask = -1;  // -1: not given (leading slots)
   int32_t outputs_mask = 1;  // Y only
+  // The launcher's workspace (a tile counter) follows the present scratch.
+  // Engines serialized before it existed carry no "schedule_workspace" field
+  // and were given no room for it: those run without it.
+  bool schedule_workspace = true;
 };
 
 // Reads and validates the fields (unknown names, wrong kinds, bad values and
 // impossible slot combinations are refused with attention_op's messages).
-Status attention_config_from_fields(const nv::PluginFieldCollection& fc, AttentionPluginConfig* cfg);
+// `phase` kBUILD gives the plugin the launcher's workspace; kRUNTIME takes it
+// from the serialized "schedule_workspace" field (absent: none).
+Status attention_config_from_fields(const nv::PluginFieldCollection& fc, nv::TensorRTPhase phase,
+                                    AttentionPluginConfig* cfg);
 
-// Workspace for these attributes and shapes (fully known where past is
+// Workspace for a plugin's config and shapes (fully known where past is
 // given): scratch for the present buffers that are needed but not outputs,
-// then the launcher's (attention_launch_workspace_bytes), each 256-byte aligned.
-size_t attention_workspace_bytes(const attention::AttentionAttrs& attrs, const attention::AttentionShapes& shapes);
+// then the launcher's (attention_launch_workspace_bytes, where the config has
+// schedule_workspace), each 256-byte aligned.
+size_t attention_workspace_bytes(const AttentionPluginConfig& cfg, const attention::AttentionShapes& shapes);
 
 class AttentionPlugin final : public PluginBase {
  public:

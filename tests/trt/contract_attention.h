@@ -180,14 +180,15 @@ static void test_creator_and_fields(const Env& env) {
     const nv::PluginFieldCollection* names = c->getFieldNames();
     const std::vector<std::string> expect = {"is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode",
                                              "scale", "softcap", "softmax_precision", "left_window_size",
-                                             "right_window_size", "packed_qkv", "inputs", "outputs"};
+                                             "right_window_size", "packed_qkv", "inputs", "outputs",
+                                             "schedule_workspace"};
     bool all = names != nullptr && names->nbFields == int32_t(expect.size());
     for (const std::string& e : expect) {
       bool found = false;
       for (int32_t i = 0; names && i < names->nbFields; ++i) found = found || str(names->fields[i].name) == e;
       all = all && found;
     }
-    check(all, "Attention: getFieldNames lists exactly the op's attributes + inputs, outputs");
+    check(all, "Attention: getFieldNames lists exactly the op's attributes + inputs, outputs, schedule_workspace");
   }
   {  // defaults
     Fields f;
@@ -729,6 +730,26 @@ static void test_configure_and_serialize(const Env& env, TestRecorder& recorder)
     if (!r) continue;
     check(build_of(r.get())->getWorkspaceSize(ranged.data(), int32_t(ranged.size()), out.data(), nb_out) == ws,
           n + ": deserialized plugin asks for the same workspace");
+    check(before.count("schedule_workspace") == 1 && before["schedule_workspace"].values == std::vector<double>{1},
+          n + ": serialized with schedule_workspace = 1");
+    {  // An engine from before the launcher's workspace: no field, no room for it, not used.
+      std::vector<nv::PluginField> older;
+      for (int32_t i = 0; i < fc->nbFields; ++i)
+        if (std::string(fc->fields[i].name) != "schedule_workspace") older.push_back(fc->fields[i]);
+      const nv::PluginFieldCollection older_fc{int32_t(older.size()), older.data()};
+      PluginPtr o(cr->createPlugin("attn_old", &older_fc, nv::TensorRTPhase::kRUNTIME));
+      check(o && build_of(o.get())->getWorkspaceSize(ranged.data(), int32_t(ranged.size()), out.data(), nb_out) ==
+                     present,
+            n + ": an engine without schedule_workspace asks for the present scratch only");
+      std::vector<nv::PluginField> bad = older;
+      const int32_t two = 2;
+      bad.push_back(nv::PluginField{"schedule_workspace", &two, nv::PluginFieldType::kINT32, 1});
+      const nv::PluginFieldCollection bad_fc{int32_t(bad.size()), bad.data()};
+      env.logger->clear();
+      PluginPtr b2(cr->createPlugin("attn_bad", &bad_fc, nv::TensorRTPhase::kRUNTIME));
+      check(!b2 && env.logger->saw_error("Attention: field 'schedule_workspace' is 2, expected 0 or 1"),
+            n + ": schedule_workspace other than 0 / 1 refused (" + env.logger->last_error() + ")");
+    }
     TestResourceContext ctx(&recorder);
     PluginPtr a(runtime_of(r.get())->attachToContext(&ctx));
     check(bool(a) && a.get() != r.get(), n + ": attachToContext returns a new plugin");
