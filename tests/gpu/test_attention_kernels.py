@@ -74,14 +74,21 @@ def kernel_path(request):
     ops._native().attention_set_path(previous_path)
 
 
-def _kernel_name(q, k, v, **kw):
+def _forward_raw(q, k, v, out, **kw):
+    """_C.attention_forward on [B, H, S, D] views q, k, v, out (pointers, sizes and strides from the
+    tensors); kw: its other arguments."""
     b, hq, sq, d = q.shape
+    st = lambda t: (t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
     return ops._native().attention_forward(
         "float16" if q.dtype == torch.float16 else "bfloat16", int(q.data_ptr()), int(k.data_ptr()),
-        int(v.data_ptr()), int(q.data_ptr()), b, hq, k.shape[1], sq, k.shape[2], d, v.shape[3],
-        q_strides=(q.stride(0), q.stride(1), q.stride(2)), k_strides=(k.stride(0), k.stride(1), k.stride(2)),
-        v_strides=(v.stride(0), v.stride(1), v.stride(2)), out_strides=(q.stride(0), q.stride(1), q.stride(2)),
-        scale=0.1, dry_run=True, **kw)
+        int(v.data_ptr()), int(out.data_ptr()), b, hq, k.shape[1], sq, k.shape[2], d, v.shape[3],
+        q_strides=st(q), k_strides=st(k), v_strides=st(v), out_strides=st(out), **kw)
+
+
+def _kernel_name(q, k, v, **kw):
+    return _forward_raw(q, k, v, q, scale=0.1, dry_run=True, **kw)
+
+
 ATOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
 
@@ -657,15 +664,10 @@ def test_even_rounds(b, h, sq, d):
 def _raw_causal(q, k, v, out, *, offset=0, workspace=None, workspace_bytes=None, stream=0):
     """attention_forward on [B, H, S, D] tensors, causal, with or without a workspace (ops.attention
     always passes one for causal inputs)."""
-    b, hq, sq, d = q.shape
-    st = lambda t: (t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
     ptr = 0 if workspace is None else int(workspace.data_ptr())
     size = (0 if workspace is None else workspace.numel()) if workspace_bytes is None else workspace_bytes
-    return ops._native().attention_forward(
-        "float16" if q.dtype == torch.float16 else "bfloat16", int(q.data_ptr()), int(k.data_ptr()),
-        int(v.data_ptr()), int(out.data_ptr()), b, hq, k.shape[1], sq, k.shape[2], d, v.shape[3],
-        q_strides=st(q), k_strides=st(k), v_strides=st(v), out_strides=st(out), scale=d ** -0.5, causal=True,
-        causal_offset=offset, workspace=ptr, workspace_bytes=size, stream=stream)
+    return _forward_raw(q, k, v, out, scale=q.shape[3] ** -0.5, causal=True, causal_offset=offset, workspace=ptr,
+                        workspace_bytes=size, stream=stream)
 
 
 def test_workspace_bytes():
