@@ -69,6 +69,12 @@ struct HopperWsConfig {
   static constexpr int BLOCKS_PER_SM = CONSUMERS == 1 ? 2 : 1;
   static constexpr int THREADS = NUM_WARPS * 32, NUM_STAGES = STAGES, NUM_CONSUMERS = CONSUMERS;
   static constexpr bool PING_PONG = PINGPONG;
+  // O brought to S_nb's max after P_{nb-1} V_{nb-1} lands, beside the
+  // exponentials and P's packing (FlashAttention-3's order), rather than between
+  // the S_nb and P_{nb-1} V_{nb-1} issues: d64's 192-row tile ran 0-6 % faster
+  // (two settled A/Bs; causal 8k / 16k +2.5-6 %), d128 1-4 % slower
+  // (bench/NOTES-attention.md items 69-70). Unmasked kernels only (not measured masked).
+  static constexpr bool RESCALE_LATE = D == 64 && CONSUMERS == 3;
   static constexpr bool PERSISTENT = true;  // BLOCKS_PER_SM resident CTAs per SM walk the tiles
   static constexpr bool Q_BY_TMA = true;    // rows outside [0, q_len) arrive as zeros (TMA bounds)
   // 65536 registers per SM: 128 * 24 + 256 * 240, 128 * 32 + 384 * 160, two
@@ -186,6 +192,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   int* key_blocks = scan_slots + 4;                          // the current tile's, for the consumers
   int* tile_ring = key_blocks + 2;                           // drawn tiles (TILE_RING)
   constexpr bool key_row = MASKED && KEY_ROW;
+  constexpr bool late_rescale = CFG::RESCALE_LATE && !MASKED;
   // Tiles drawn from a counter: unmasked kernels only (the key-row kernels'
   // scanning warp runs ahead of the issuing thread; the general mask code
   // spills more with it).
@@ -513,7 +520,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           wgmma_commit();
           // O to block nb - 1's max while S_nb runs (the fence orders these
           // writes before the P V product that accumulates into o).
-          if (nb > 1) rescale_o<1, DT>(o, alpha);
+          if (!late_rescale && nb > 1) rescale_o<1, DT>(o, alpha);
           wgmma_fence();
           issue_pv(ap, pst);
           wgmma_commit();
@@ -527,13 +534,14 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);
           wgmma_wait<0>();
           pin_registers<DT>(o[0]);
+          if (late_rescale) rescale_o<1, DT>(o, alpha);  // o is at block nb - 1's max until here
           release(v_empty + pst);
           pack_p<T, 1, NT>(s, ap);
         }
 
         mbar_wait(v_full + st, (kv / STAGES) & 1);
         turn_begin();
-        if (nc > 1) rescale_o<1, DT>(o, alpha);
+        if (!late_rescale && nc > 1) rescale_o<1, DT>(o, alpha);
         wgmma_fence();
         issue_pv(ap, st);
         wgmma_commit();
