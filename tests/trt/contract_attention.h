@@ -162,6 +162,11 @@ static std::vector<Case> cases() {
   c = Case(); c.packed = true; c.three_d = true; c.b = 2; c.hq = 4; c.hkv = 1; c.sq = 33; c.skv = 33; c.d = 128;
   c.dv = 128; c.is_causal = 1;  // Q alone: no 'inputs' field
   v.push_back(c);
+  // Causal with 33 query blocks a head at d128 (causal_draws): the kernel draws
+  // its tiles from the counter that follows the present K / V in the workspace.
+  c = Case(); c.b = 1; c.hq = 2; c.hkv = 1; c.sq = 4100; c.skv = 4100; c.d = 128; c.dv = 128; c.past = 6;
+  c.is_causal = 1;
+  v.push_back(c);
   return v;
 }
 
