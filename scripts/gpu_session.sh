@@ -80,6 +80,15 @@ if has sanitize; then
       [ $rc = 0 ] || status=1
     done
   done
+  # The plugins as TensorRT enqueues them, cuDNN included (its engines write into our buffers:
+  # an FFT engine once wrote past a ConvTranspose's y while autotuning timed it).
+  if [ -n "${TRT_FASTOPS_TRT_CONTRACT_TEST:-}" ]; then
+    echo "--- trt contract memcheck" | tee -a "$OUT/sanitizer.txt"
+    compute-sanitizer --tool memcheck --error-exitcode 3 "$TRT_FASTOPS_TRT_CONTRACT_TEST" --require-gpu \
+      >> "$OUT/sanitizer.txt" 2>&1
+    rc=$?; echo "trt contract memcheck exit $rc" | tee -a "$OUT/sanitizer.txt"
+    [ $rc = 0 ] || status=1
+  fi
   grep -E "ERROR SUMMARY|errors|hazard" "$OUT/sanitizer.txt" | tail -12
 fi
 

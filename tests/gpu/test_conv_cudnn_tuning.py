@@ -21,6 +21,7 @@ variables are read when a signature is planned, so each test clears the plan cac
 """
 from __future__ import annotations
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -594,3 +595,38 @@ def test_autotuned_fallback_reports_its_variants(case, kernel, monkeypatch):
     forced = Runner(case, "float16", seed=13, backend="gemm" if kernel.startswith("gemm") else "depthwise")
     finfo = forced.plan(y)
     assert finfo["fallback_us"] == 0 and "best of" not in finfo["description"], finfo
+
+
+GUARD = 64  # elements of y's buffer on each side of it (256 bytes at float32)
+BOUNDS_CASES = [
+    # The TensorRT contract test's ConvTranspose in which compute-sanitizer caught cuDNN's FFT
+    # engine writing past y while autotuning timed it (unequal begin / end padding).
+    C("convT_g2_pads_0110", 1, 4, 6, (3, 4), (2, 2), group=2, stride=(1, 2), pads_begin=(0, 1), pads_end=(1, 0),
+      transpose=True, activation="relu"),
+    C("convT_s2_op", 2, 16, 8, (7, 9), (3, 3), stride=(2, 2), pads_begin=(1, 1), pads_end=(0, 1),
+      output_padding=(1, 0), transpose=True),
+    C("conv_5x5_pads_2112", 2, 8, 16, (13, 17), (5, 5), pads_begin=(2, 1), pads_end=(1, 2)),
+    C("conv_5x5_pads_2222", 2, 8, 16, (13, 17), (5, 5), pads_begin=(2, 2), pads_end=(2, 2)),
+    C("convT_4x4_s2_pads_1111", 2, 16, 8, (7, 7), (4, 4), stride=(2, 2), pads_begin=(1, 1), pads_end=(1, 1),
+      transpose=True),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("case", BOUNDS_CASES, ids=[c.name for c in BOUNDS_CASES])
+def test_autotune_candidates_write_only_y(case, dtype, monkeypatch):
+    """Planning times every candidate engine on the caller's y (up to 64 per graph variant here),
+    so none may write outside it: y sits between two guard bands of a sentinel that must survive
+    the plan and a run (ORT's and TensorRT's arenas put other tensors there)."""
+    r = Runner(case, dtype, seed=21)
+    _fresh(monkeypatch, autotune="1", replay="0", candidates="64")
+    n = math.prod(case.y_shape())
+    sentinel = -777.0
+    buf = torch.full((n + 2 * GUARD,), sentinel, dtype=getattr(torch, dtype), device="cuda")
+    y = buf[GUARD:GUARD + n].view(case.y_shape())
+    info = r.plan(y)
+    r.forward(y)
+    r.check(y, "after autotuning into a guarded y")
+    for name, band in (("before", buf[:GUARD]), ("after", buf[GUARD + n:])):
+        changed = int((band != sentinel).sum())
+        assert changed == 0, f"{case.name} {dtype}: {changed} elements {name} y written ({info['description']})"
