@@ -624,7 +624,9 @@ def test_autotune_candidates_write_only_y(case, dtype, monkeypatch):
     sentinel = -777.0
     buf = torch.full((n + 2 * GUARD,), sentinel, dtype=getattr(torch, dtype), device="cuda")
     y = buf[GUARD:GUARD + n].view(case.y_shape())
+    torch.cuda.synchronize()  # the bands are filled before planning writes on r.stream
     info = r.plan(y)
+    r.stream.synchronize()
     r.forward(y)
     r.check(y, "after autotuning into a guarded y")
     for name, band in (("before", buf[:GUARD]), ("after", buf[GUARD + n:])):
