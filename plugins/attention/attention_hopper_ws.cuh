@@ -72,8 +72,9 @@ struct HopperWsConfig {
   // O brought to S_nb's max after P_{nb-1} V_{nb-1} lands, beside the
   // exponentials and P's packing (FlashAttention-3's order), rather than between
   // the S_nb and P_{nb-1} V_{nb-1} issues: d64's 192-row tile ran 0-6 % faster
-  // (two settled A/Bs; causal 8k / 16k +2.5-6 %), d128 1-4 % slower
-  // (bench/NOTES-attention.md items 69-70). Unmasked kernels only (not measured masked).
+  // (two settled A/Bs; causal 8k / 16k +2.5-6 %); d128 ran 1-4 % slower, the
+  // other d64 tiles within noise, and the masked (key-row) build 0-3 % slower,
+  // so those keep the early order (bench/NOTES-attention.md items 69-70).
   static constexpr bool RESCALE_LATE = D == 64 && CONSUMERS == 3;
   static constexpr bool PERSISTENT = true;  // BLOCKS_PER_SM resident CTAs per SM walk the tiles
   static constexpr bool Q_BY_TMA = true;    // rows outside [0, q_len) arrive as zeros (TMA bounds)
@@ -192,7 +193,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   int* key_blocks = scan_slots + 4;                          // the current tile's, for the consumers
   int* tile_ring = key_blocks + 2;                           // drawn tiles (TILE_RING)
   constexpr bool key_row = MASKED && KEY_ROW;
-  constexpr bool late_rescale = CFG::RESCALE_LATE && !MASKED;
+  constexpr bool late_rescale = CFG::RESCALE_LATE && !MASKED;  // see HopperWsConfig::RESCALE_LATE
   // Tiles drawn from a counter: unmasked kernels only (the key-row kernels'
   // scanning warp runs ahead of the issuing thread; the general mask code
   // spills more with it).
