@@ -53,9 +53,9 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 
 // Blocks until the barrier phase with the given parity has completed. The
 // suspend-time hint (CUTLASS's, 10 ms) lets the warp sleep in try_wait until
-// the phase completes: without it each try returns after a short poll, and a
-// producer or store warp spinning through a whole tile took issue slots from
-// the consumer warps on its scheduler (ncu: 34M polls of one wait a call).
+// the phase completes; without it each try returns after a short poll, and the
+// producer and store warps polled through whole tiles (ncu: 46M polls a call;
+// time within noise either way, bench/NOTES-attention.md item 72).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 #ifdef TRT_FASTOPS_SM90A
   constexpr uint32_t SUSPEND_HINT_NS = 0x989680;
