@@ -578,7 +578,7 @@ Status make_attention_params(const AttentionAttrs& attrs, const AttentionShapes&
   p.causal = attrs.is_causal != 0;
   p.causal_offset = sh.past_len;
   p.workspace = buf.workspace;
-  p.workspace_bytes = buf.workspace != nullptr ? buf.workspace_bytes : 0;
+  p.workspace_bytes = buf.workspace_bytes;  // unused without a workspace (launch_kernel)
 
   p.q = buf.inputs[ATTN_Q];
   p.out = buf.outputs[ATTN_Y];

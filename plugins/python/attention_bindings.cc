@@ -97,7 +97,7 @@ AttentionParams make_params(const std::string& dtype, uintptr_t q, uintptr_t k, 
   p.mask_kv_len = mask_kv_len;
   p.lse = reinterpret_cast<float*>(lse);
   p.workspace = reinterpret_cast<void*>(workspace);
-  p.workspace_bytes = workspace != 0 ? workspace_bytes : 0;
+  p.workspace_bytes = workspace_bytes;  // unused without a workspace (launch_kernel)
   return p;
 }
 

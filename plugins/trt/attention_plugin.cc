@@ -67,7 +67,6 @@ Status attention_config_from_fields(const nv::PluginFieldCollection& fc, nv::Ten
       continue;
     }
     if (name == FIELD_SCHEDULE_WORKSPACE) {
-      // Plugin-level field: the engine's workspace has room for the launcher's.
       const FieldValue v = read_field(f);
       if (v.kind != FieldValue::Kind::integer || (v.i != 0 && v.i != 1)) {
         return Status::errorf(name_op, ": field '", name, "' is ",
