@@ -291,32 +291,7 @@ static void test_capabilities(const Env& env) {
     check(false, "Attention: create");
     return;
   }
-  check(str(p.get()->getInterfaceInfo().kind) == "PLUGIN", "Attention: IPluginV3 interface PLUGIN");
-  auto* core = core_of(p.get());
-  check(core && str(core->getInterfaceInfo().kind) == "PLUGIN_V3ONE_CORE" && str(core->getPluginName()) == "Attention" &&
-            str(core->getPluginVersion()) == "1" && str(core->getPluginNamespace()) == "trt_fastops",
-        "Attention: core name/version/namespace = Attention/1/trt_fastops");
-  auto* b = build_of(p.get());
-  check(b && str(b->getInterfaceInfo().kind) == "PLUGIN_V3ONE_BUILD" && b->getNbTactics() == 0,
-        "Attention: kBUILD -> PLUGIN_V3ONE_BUILD, no tactics");
-  auto* r = runtime_of(p.get());
-  check(r && str(r->getInterfaceInfo().kind) == "PLUGIN_V3ONE_RUNTIME", "Attention: kRUNTIME -> PLUGIN_V3ONE_RUNTIME");
-  env.logger->clear();
-  check(p.get()->getCapabilityInterface(static_cast<nv::PluginCapabilityType>(9)) == nullptr &&
-            env.logger->saw_error("Attention: getCapabilityInterface: unknown capability type 9"),
-        "Attention: unknown capability type -> nullptr + error");
-}
-
-static bool eval_dims(const TestExprBuilder& eb, const nv::DimsExprs& e, const std::map<std::string, int64_t>& sym,
-                      std::vector<int64_t>* out) {
-  out->clear();
-  for (int32_t j = 0; j < e.nbDims; ++j) {
-    const TestExpr* t = eb.own(e.d[j]);
-    int64_t v = 0;
-    if (t == nullptr || !t->eval(sym, &v)) return false;
-    out->push_back(v);
-  }
-  return true;
+  check_v3_interfaces(env, p.get(), "Attention");
 }
 
 // Inputs as expressions: batch "B", q_seq "SQ", kv_seq "SKV", past "P" symbolic when `symbolic`.

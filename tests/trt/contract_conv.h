@@ -405,43 +405,14 @@ static void test_capabilities(const Env& env) {
       check(false, n + ": create");
       continue;
     }
-    check(str(p.get()->getInterfaceInfo().kind) == "PLUGIN" && p.get()->getInterfaceInfo().major == 1,
-          n + ": IPluginV3 interface PLUGIN 1");
-    nv::IPluginCapability* core = p.get()->getCapabilityInterface(nv::PluginCapabilityType::kCORE);
-    nv::IPluginCapability* build = p.get()->getCapabilityInterface(nv::PluginCapabilityType::kBUILD);
-    nv::IPluginCapability* run = p.get()->getCapabilityInterface(nv::PluginCapabilityType::kRUNTIME);
-    check(core && str(core->getInterfaceInfo().kind) == "PLUGIN_V3ONE_CORE", n + ": kCORE -> PLUGIN_V3ONE_CORE");
-    check(build && str(build->getInterfaceInfo().kind) == "PLUGIN_V3ONE_BUILD", n + ": kBUILD -> PLUGIN_V3ONE_BUILD");
-    check(run && str(run->getInterfaceInfo().kind) == "PLUGIN_V3ONE_RUNTIME", n + ": kRUNTIME -> PLUGIN_V3ONE_RUNTIME");
-    auto* c = core_of(p.get());
-    check(c && str(c->getPluginName()) == n && str(c->getPluginVersion()) == "1" &&
-              str(c->getPluginNamespace()) == "trt_fastops",
-          n + ": core name/version/namespace = " + n + "/1/trt_fastops");
-    env.logger->clear();
-    check(p.get()->getCapabilityInterface(static_cast<nv::PluginCapabilityType>(7)) == nullptr &&
-              env.logger->saw_error(n + ": getCapabilityInterface: unknown capability type 7"),
-          n + ": unknown capability type -> nullptr + error");
+    check_v3_interfaces(env, p.get(), n);
     auto* b = build_of(p.get());
-    check(b && b->getNbTactics() == 0 && b->getTimingCacheID() == nullptr, n + ": no tactics");
     env.logger->clear();
     const nv::DynamicPluginTensorDesc y = dyn_desc({1, 1, 1}, nv::DataType::kFLOAT);
     check(b && b->getWorkspaceSize(nullptr, 0, &y, 1) == 0 &&
               env.logger->saw_error(n + ": input 'X' (index 0) is missing; it is required"),
           n + ": getWorkspaceSize without inputs -> 0 + error (" + env.logger->last_error() + ")");
   }
-}
-
-// Evaluates output dim expressions for the symbol values; false if any fails.
-static bool eval_dims(const TestExprBuilder& eb, const nv::DimsExprs& e, const std::map<std::string, int64_t>& sym,
-                      std::vector<int64_t>* out) {
-  out->clear();
-  for (int32_t j = 0; j < e.nbDims; ++j) {
-    const TestExpr* t = eb.own(e.d[j]);
-    int64_t v = 0;
-    if (t == nullptr || !t->eval(sym, &v)) return false;
-    out->push_back(v);
-  }
-  return true;
 }
 
 static std::string dims_str(const std::vector<int64_t>& d) {

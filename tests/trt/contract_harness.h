@@ -217,6 +217,30 @@ static nv::IPluginCreatorV3One* find_creator(const Env& env, const char* name, c
   return nullptr;
 }
 
+// The IPluginV3 contract every plugin keeps: the PLUGIN 1 interface, its three
+// V3One capability interfaces, name / version / namespace, and an unknown
+// capability type answered with nullptr and a logged error, not a crash.
+static void check_v3_interfaces(const Env& env, nv::IPluginV3* p, const std::string& n) {
+  check(str(p->getInterfaceInfo().kind) == "PLUGIN" && p->getInterfaceInfo().major == 1,
+        n + ": IPluginV3 interface PLUGIN 1");
+  nv::IPluginCapability* core = p->getCapabilityInterface(nv::PluginCapabilityType::kCORE);
+  nv::IPluginCapability* build = p->getCapabilityInterface(nv::PluginCapabilityType::kBUILD);
+  nv::IPluginCapability* run = p->getCapabilityInterface(nv::PluginCapabilityType::kRUNTIME);
+  check(core && str(core->getInterfaceInfo().kind) == "PLUGIN_V3ONE_CORE", n + ": kCORE -> PLUGIN_V3ONE_CORE");
+  check(build && str(build->getInterfaceInfo().kind) == "PLUGIN_V3ONE_BUILD", n + ": kBUILD -> PLUGIN_V3ONE_BUILD");
+  check(run && str(run->getInterfaceInfo().kind) == "PLUGIN_V3ONE_RUNTIME", n + ": kRUNTIME -> PLUGIN_V3ONE_RUNTIME");
+  auto* c = core_of(p);
+  check(c && str(c->getPluginName()) == n && str(c->getPluginVersion()) == "1" &&
+            str(c->getPluginNamespace()) == "trt_fastops",
+        n + ": core name/version/namespace = " + n + "/1/trt_fastops");
+  auto* b = build_of(p);
+  check(b && b->getNbTactics() == 0 && b->getTimingCacheID() == nullptr, n + ": no tactics");
+  env.logger->clear();
+  check(p->getCapabilityInterface(static_cast<nv::PluginCapabilityType>(7)) == nullptr &&
+            env.logger->saw_error(n + ": getCapabilityInterface: unknown capability type 7"),
+        n + ": unknown capability type -> nullptr + error");
+}
+
 // ---------------------------------------------------------------------------
 // Shapes
 
@@ -252,6 +276,19 @@ static nv::DynamicPluginTensorDesc dyn_desc(const std::vector<int64_t>& dims, nv
   d.desc = tensor_desc(dims, t);
   d.min = d.max = d.opt = to_dims(dims);
   return d;
+}
+
+// Evaluates output dim expressions for the symbol values; false if any fails.
+static bool eval_dims(const TestExprBuilder& eb, const nv::DimsExprs& e, const std::map<std::string, int64_t>& sym,
+                      std::vector<int64_t>* out) {
+  out->clear();
+  for (int32_t j = 0; j < e.nbDims; ++j) {
+    const TestExpr* t = eb.own(e.d[j]);
+    int64_t v = 0;
+    if (t == nullptr || !t->eval(sym, &v)) return false;
+    out->push_back(v);
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------
