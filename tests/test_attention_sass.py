@@ -139,7 +139,9 @@ def sass_functions(text: str) -> dict[str, Counter]:
             for i in range(1, len(parts), 2)}
 
 
-def test_sass_hgmma_tma_setmaxreg(build):
+@pytest.fixture(scope="module")
+def sass(build):
+    """`cuobjdump -sass` of the cubin."""
     _, cubin = build
     cuobjdump, nvdisasm = _tool("cuobjdump"), _tool("nvdisasm")
     if cuobjdump is None or nvdisasm is None:
@@ -148,7 +150,11 @@ def test_sass_hgmma_tma_setmaxreg(build):
     env = dict(os.environ, NVDISASM_PATH=str(Path(nvdisasm).parent))
     r = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    funcs = sass_functions(r.stdout)
+    return r.stdout
+
+
+def test_sass_hgmma_tma_setmaxreg(sass):
+    funcs = sass_functions(sass)
     wgmma = {n: c for n, c in funcs.items() if "flash_fwd_ws_kernel" in n or "flash_fwd_hopper_kernel" in n}
     assert len(wgmma) >= 20, f"expected the sm_90a attention kernels in the SASS, found {sorted(funcs)}"
     bad = []
@@ -159,4 +165,31 @@ def test_sass_hgmma_tma_setmaxreg(build):
         missing = [k for k, ok in want.items() if not ok]
         if missing:
             bad.append(f"{name}: {', '.join(missing)} ({dict(c)})")
+    assert not bad, "\n".join(bad)
+
+
+def pv_wait_shuffles(body: str) -> list[int]:
+    """Per block-loop trip in a function's SASS: the SHFL.BFLY between the S wait
+    (`WARPGROUP.DEPBAR.LE gsb0, 0x1`) and the next P V wait (`... gsb0, 0x0`)."""
+    out = []
+    for m in re.finditer(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1\b(.*?)WARPGROUP\.DEPBAR\.LE gsb0, 0x0\b", body, re.S):
+        out.append(len(re.findall(r"\bSHFL\.BFLY\b", m.group(1))))
+    return out
+
+
+def test_pv_wait_after_row_maxima(sass):
+    """The ping-pong consumers' wait for their own P V runs after the softmax's row maxima (their
+    quad shuffles), not before the whole softmax where ptxas puts an unordered wait (NOTES item 75:
+    d128 1.4 % faster). A never-taken arrive ordered after row 0's max holds it there."""
+    parts = re.split(r"\n\s*Function : (\S+)\n", sass)
+    checked, bad = 0, []
+    for name, body in zip(parts[1::2], parts[2::2]):
+        flags = ws_flags(name)
+        if flags is None or not flags[2] or flags[3]:  # ping-pong, unmasked only
+            continue
+        trips = pv_wait_shuffles(body)
+        checked += 1
+        if not trips or min(trips) < 2:
+            bad.append(f"{name}: shuffles before the P V wait per loop {trips}")
+    assert checked >= 6, "expected the unmasked ping-pong kernels (d64 three / four consumers, d128)"
     assert not bad, "\n".join(bad)
