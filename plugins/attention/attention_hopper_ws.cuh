@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   uint64_t* v_full = k_full + STAGES;
   uint64_t* k_empty = v_full + STAGES;
   uint64_t* v_empty = k_empty + STAGES;
-  uint64_t* scan_full = v_empty + STAGES;  // KEY_ROW: slot s of the scan ring written / read
+  uint64_t* scan_full = v_empty + STAGES;  // KEY_ROW: slot s of the scan ring written / read (else tie_wait's)
   uint64_t* scan_empty = scan_full + 2;
   uint64_t* o_full = scan_empty + 2;       // consumer c's rows of s_o staged
   uint64_t* o_empty = o_full + CONSUMERS;  // s_o read by the tile's stores
