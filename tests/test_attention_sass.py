@@ -9,6 +9,8 @@ Issue 7's build rules, checked on every CI run rather than by hand after a tunin
   - the warp-specialised kernels hold their state in registers: no spills, except the
     general-mask tiles (a mask row per query), whose bound is recorded here;
   - the SASS has HGMMA and no HMMA, TMA loads (UTMALDG) and register reallocation (USETMAXREG).
+  - the ping-pong consumers wait for their own P V only after the softmax's row maxima (item 75:
+    ptxas otherwise hoists that wait above the whole softmax).
 
 The translation unit is compiled once (about a minute on two cores) with the build's flags for
 sm_90a. Skipped where nvcc is missing; the SASS test also needs cuobjdump and nvdisasm (the CUDA
@@ -132,11 +134,16 @@ def test_warp_specialised_kernels_do_not_spill(build):
     assert not bad, "warp-specialised kernels spill:\n" + "\n".join(bad)
 
 
+def sass_bodies(text: str) -> dict[str, str]:
+    """Each function's SASS in `cuobjdump -sass` output, by mangled name."""
+    parts = re.split(r"\n\s*Function : (\S+)\n", text)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
 def sass_functions(text: str) -> dict[str, Counter]:
     """Mnemonic counts per function of `cuobjdump -sass` output."""
-    parts = re.split(r"\n\s*Function : (\S+)\n", text)
-    return {parts[i]: Counter(re.findall(r"\b(HGMMA|HMMA|UTMALDG|USETMAXREG)\b", parts[i + 1]))
-            for i in range(1, len(parts), 2)}
+    return {name: Counter(re.findall(r"\b(HGMMA|HMMA|UTMALDG|USETMAXREG)\b", body))
+            for name, body in sass_bodies(text).items()}
 
 
 @pytest.fixture(scope="module")
@@ -181,9 +188,8 @@ def test_pv_wait_after_row_maxima(sass):
     """The ping-pong consumers' wait for their own P V runs after the softmax's row maxima (their
     quad shuffles), not before the whole softmax where ptxas puts an unordered wait (NOTES item 75:
     d128 1.4 % faster). A never-taken arrive ordered after row 0's max holds it there."""
-    parts = re.split(r"\n\s*Function : (\S+)\n", sass)
     checked, bad = 0, []
-    for name, body in zip(parts[1::2], parts[2::2]):
+    for name, body in sass_bodies(sass).items():
         flags = ws_flags(name)
         if flags is None or not flags[2] or flags[3]:  # ping-pong, unmasked only
             continue
