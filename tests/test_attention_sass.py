@@ -184,6 +184,34 @@ def pv_wait_shuffles(body: str) -> list[int]:
     return out
 
 
+def maxima_after_first_exp(body: str) -> list[int]:
+    """Per block-loop trip in a function's SASS: the FMNMX between its first MUFU.EX2 and the
+    next HGMMA, counted from the S wait (`WARPGROUP.DEPBAR.LE gsb0, 0x1`)."""
+    out = []
+    for m in re.finditer(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1\b(.*?)(?=HGMMA|\Z)", body, re.S):
+        seg = m.group(1)
+        first = seg.find("MUFU.EX2")
+        out.append(len(re.findall(r"\bFMNMX\b", seg[first:])) if first >= 0 else 0)
+    return out
+
+
+def test_row_maxima_beside_exponentials(sass):
+    """In the d128 unmasked ping-pong kernels, row 1's max chain runs beside row 0's
+    exponentials (softmax_update's ROW_CHAIN; NOTES item 77: d128 1.3 % faster), not with row
+    0's ahead of every exponential as ptxas orders two independent maxima."""
+    checked, bad = 0, []
+    for name, body in sass_bodies(sass).items():
+        flags = ws_flags(name)
+        if flags is None or flags[0] != 128 or not flags[2] or flags[3]:
+            continue
+        trips = maxima_after_first_exp(body)
+        checked += 1
+        if not trips or min(trips) < 16:
+            bad.append(f"{name}: FMNMX after the first exponential per loop {trips}")
+    assert checked >= 4, "expected the unmasked d128 ping-pong kernels (fp16, bf16; with and without softcap)"
+    assert not bad, "\n".join(bad)
+
+
 def test_pv_wait_after_row_maxima(sass):
     """The ping-pong consumers' wait for their own P V runs after the softmax's row maxima (their
     quad shuffles), not before the whole softmax where ptxas puts an unordered wait (NOTES item 75:

@@ -204,6 +204,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   // rows) is that instruction: the softmax's maxima then overlap the product, with no block
   // boundary (item 73's branch ran 4 % slower). d128 +1.4 %, d64 +0.6 % (NOTES item 75).
   constexpr bool tie_wait = CFG::PING_PONG && !MASKED;
+  // Row 1's max after row 0's (softmax_update's ROW_CHAIN): d128 only, where it measured faster.
+  constexpr bool row_chain = tie_wait && D == 128;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int tiles = a.m_blocks * a.bh_count;
@@ -513,7 +515,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         release(k_empty + st);
         if (nc == 1) release(q_empty);  // the next tile's Q may land now
         prepare(s, 0);
-        softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
+        softmax_update<1, NT, row_chain>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
         pack_p<T, 1, NT>(s, ap);
 
         for (int nb = 1; nb < nc; ++nb) {
@@ -539,7 +541,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           release(k_empty + st);
           if (nb == nc - 1) release(q_empty);
           prepare(s, nb);
-          softmax_update<1, NT>(s, row_max, row_sum, w.exp_scale, alpha);
+          softmax_update<1, NT, row_chain>(s, row_max, row_sum, w.exp_scale, alpha);
           if constexpr (tie_wait) {
             // No max has these bits (FMNMX gives 0x7fffffff for NaN); were it ever taken, the
             // arrive would complete a phase nobody waits for.
