@@ -195,19 +195,28 @@ def maxima_after_first_exp(body: str) -> list[int]:
     return out
 
 
+def loop_count_failures(sass: str, select, per_trip, least: int, what: str):
+    """(kernels checked, failures) over the ws kernels select(*ws_flags) picks: per_trip(body)
+    counts `what` in each block-loop trip, and every trip needs at least `least`."""
+    checked, bad = 0, []
+    for name, body in sass_bodies(sass).items():
+        flags = ws_flags(name)
+        if flags is None or not select(*flags):
+            continue
+        trips = per_trip(body)
+        checked += 1
+        if not trips or min(trips) < least:
+            bad.append(f"{name}: {what} per loop {trips}")
+    return checked, bad
+
+
 def test_row_maxima_beside_exponentials(sass):
     """In the d128 unmasked ping-pong kernels, row 1's max chain runs beside row 0's
     exponentials (softmax_update's ROW_CHAIN; NOTES item 77: d128 1.3 % faster), not with row
     0's ahead of every exponential as ptxas orders two independent maxima."""
-    checked, bad = 0, []
-    for name, body in sass_bodies(sass).items():
-        flags = ws_flags(name)
-        if flags is None or flags[0] != 128 or not flags[2] or flags[3]:
-            continue
-        trips = maxima_after_first_exp(body)
-        checked += 1
-        if not trips or min(trips) < 16:
-            bad.append(f"{name}: FMNMX after the first exponential per loop {trips}")
+    checked, bad = loop_count_failures(
+        sass, lambda d, _c, pingpong, masked, _k: d == 128 and pingpong and not masked,
+        maxima_after_first_exp, 16, "FMNMX after the first exponential")
     assert checked >= 4, "expected the unmasked d128 ping-pong kernels (fp16, bf16; with and without softcap)"
     assert not bad, "\n".join(bad)
 
@@ -216,14 +225,8 @@ def test_pv_wait_after_row_maxima(sass):
     """The ping-pong consumers' wait for their own P V runs after the softmax's row maxima (their
     quad shuffles), not before the whole softmax where ptxas puts an unordered wait (NOTES item 75:
     d128 1.4 % faster). A never-taken arrive ordered after row 0's max holds it there."""
-    checked, bad = 0, []
-    for name, body in sass_bodies(sass).items():
-        flags = ws_flags(name)
-        if flags is None or not flags[2] or flags[3]:  # ping-pong, unmasked only
-            continue
-        trips = pv_wait_shuffles(body)
-        checked += 1
-        if not trips or min(trips) < 2:
-            bad.append(f"{name}: shuffles before the P V wait per loop {trips}")
+    checked, bad = loop_count_failures(
+        sass, lambda _d, _c, pingpong, masked, _k: pingpong and not masked,
+        pv_wait_shuffles, 2, "shuffles before the P V wait")
     assert checked >= 6, "expected the unmasked ping-pong kernels (d64 three / four consumers, d128)"
     assert not bad, "\n".join(bad)
