@@ -11,6 +11,8 @@ Issue 7's build rules, checked on every CI run rather than by hand after a tunin
   - the SASS has HGMMA and no HMMA, TMA loads (UTMALDG) and register reallocation (USETMAXREG).
   - the ping-pong consumers wait for their own P V only after the softmax's row maxima (item 75:
     ptxas otherwise hoists that wait above the whole softmax).
+  - in the unmasked d128 ping-pong kernels, row 1's max chain runs beside row 0's exponentials
+    (item 77: ptxas otherwise puts both rows' maxima ahead of every exponential).
 
 The translation unit is compiled once (about a minute on two cores) with the build's flags for
 sm_90a. Skipped where nvcc is missing; the SASS test also needs cuobjdump and nvdisasm (the CUDA
