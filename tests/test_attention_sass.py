@@ -13,6 +13,8 @@ Issue 7's build rules, checked on every CI run rather than by hand after a tunin
     ptxas otherwise hoists that wait above the whole softmax).
   - in the unmasked d128 ping-pong kernels, row 1's max chain runs beside row 0's exponentials
     (item 77: ptxas otherwise puts both rows' maxima ahead of every exponential).
+  - the unmasked d64 kernels sum P's rows in their P V product (m64n72k16), not with FADDs
+    (item 78).
 
 The translation unit is compiled once (about a minute on two cores) with the build's flags for
 sm_90a. Skipped where nvcc is missing; the SASS test also needs cuobjdump and nvdisasm (the CUDA
@@ -186,12 +188,16 @@ def pv_wait_shuffles(body: str) -> list[int]:
     return out
 
 
+def softmax_spans(body: str) -> list[str]:
+    """Per block-loop trip in a function's SASS: from the S wait (`WARPGROUP.DEPBAR.LE gsb0,
+    0x1`) to the next HGMMA, the span that holds the block's softmax."""
+    return [m.group(1) for m in re.finditer(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1\b(.*?)(?=HGMMA|\Z)", body, re.S)]
+
+
 def maxima_after_first_exp(body: str) -> list[int]:
-    """Per block-loop trip in a function's SASS: the FMNMX between its first MUFU.EX2 and the
-    next HGMMA, counted from the S wait (`WARPGROUP.DEPBAR.LE gsb0, 0x1`)."""
+    """Per block-loop trip: the FMNMX between its first MUFU.EX2 and the next HGMMA."""
     out = []
-    for m in re.finditer(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1\b(.*?)(?=HGMMA|\Z)", body, re.S):
-        seg = m.group(1)
+    for seg in softmax_spans(body):
         first = seg.find("MUFU.EX2")
         out.append(len(re.findall(r"\bFMNMX\b", seg[first:])) if first >= 0 else 0)
     return out
@@ -231,4 +237,24 @@ def test_pv_wait_after_row_maxima(sass):
         sass, lambda _d, _c, pingpong, masked, _k: pingpong and not masked,
         pv_wait_shuffles, 2, "shuffles before the P V wait")
     assert checked >= 6, "expected the unmasked ping-pong kernels (d64 three / four consumers, d128)"
+    assert not bad, "\n".join(bad)
+
+
+def test_row_sums_by_tensor_cores(sass):
+    """The unmasked d64 kernels sum P's rows in their P V product: m64n72k16, whose last 8
+    columns read a block of ones (SUM_BY_MMA; NOTES item 78: d64 1.2 % faster), so their softmax
+    has no FADD (the softcapped builds keep tanhf's)."""
+    checked, bad = 0, []
+    for name, body in sass_bodies(sass).items():
+        flags = ws_flags(name)
+        if flags is None or flags[0] != 64 or flags[3]:
+            continue
+        checked += 1
+        if "HGMMA.64x72x16" not in body:
+            bad.append(f"{name}: no HGMMA.64x72x16")
+        if "Lb1EEEvNS0_9FlashArgs" not in name:  # SOFTCAP false, the kernel's last template flag
+            fadds = [len(re.findall(r"\bFADD\b", seg)) for seg in softmax_spans(body)]
+            if not fadds or max(fadds) > 0:
+                bad.append(f"{name}: FADD per loop {fadds}")
+    assert checked >= 10, "expected the unmasked d64 kernels (fp16, bf16; 1, 2, 3 and 4 consumers)"
     assert not bad, "\n".join(bad)

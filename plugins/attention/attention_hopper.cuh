@@ -85,6 +85,12 @@ __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) 
   return (desc & 0xffffffff00000000ull) | uint32_t(uint32_t(desc) + (bytes >> 4));
 }
 
+// desc_advance that also takes `bytes` off the leading byte offset, so the next
+// atom along N stays where it was (it must stay at or past the new start).
+__device__ __forceinline__ uint64_t desc_advance_lbo(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xffffffff00000000ull) | uint32_t(uint32_t(desc) + (bytes >> 4) - ((bytes >> 4) << 16));
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }

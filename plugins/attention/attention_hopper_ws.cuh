@@ -76,6 +76,15 @@ struct HopperWsConfig {
   // other d64 tiles within noise, and the masked (key-row) build 0-3 % slower,
   // so those keep the early order (bench/NOTES-attention.md items 69-70).
   static constexpr bool RESCALE_LATE = D == 64 && CONSUMERS == 3;
+  // P's row sums by the tensor cores (unmasked kernels): O += P V runs 8 columns wider
+  // (m64n72k16), the extra ones reading a 16-row block of ones in shared memory, so
+  // their accumulators hold the rows' sums of P and softmax_update drops its FADDs
+  // (one per score). The ones sit after the K/V ring; each step's descriptor
+  // reaches them through its leading byte offset. d64 +1.2 % (35 of 40 settled
+  // readings faster); d128, as a separate m64n8k16 beside each step (V's two atoms
+  // already set the offset's stride), -2 % (bench/NOTES-attention.md item 78).
+  static constexpr bool SUM_BY_MMA = D == 64;
+  static constexpr int ONES_BYTES = SUM_BY_MMA ? 16 * 128 : 0;
   static constexpr bool PERSISTENT = true;  // BLOCKS_PER_SM resident CTAs per SM walk the tiles
   static constexpr bool Q_BY_TMA = true;    // rows outside [0, q_len) arrive as zeros (TMA bounds)
   // 65536 registers per SM: 128 * 24 + 256 * 240, 128 * 32 + 384 * 160, two
@@ -100,7 +109,7 @@ struct HopperWsConfig {
   // consumers (2 ints), then the drawn tiles' ring (TILE_RING ints).
   static constexpr int BARRIERS = 2 + 4 * STAGES + 4 + CONSUMERS + 1;
   static constexpr int SMEM_BYTES =
-      (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + 1024 + BARRIERS * 8 + (6 + TILE_RING) * 4;
+      (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + ONES_BYTES + 1024 + BARRIERS * 8 + (6 + TILE_RING) * 4;
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
   static_assert(BLOCKS_PER_SM * (SMEM_BYTES + 1024) <= 228 * 1024, "shared memory per SM (1 KiB reserved per CTA)");
@@ -179,7 +188,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   T* s_q = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   T* s_o = s_q + CFG::TILE_Q;
   T* s_kv = s_o + CFG::TILE_Q;  // stage i: K at s_kv + 2i * TILE_KV, V right after
-  uint64_t* q_full = reinterpret_cast<uint64_t*>(s_kv + 2 * STAGES * CFG::TILE_KV);
+  T* s_ones = s_kv + 2 * STAGES * CFG::TILE_KV;  // SUM_BY_MMA: 16 rows of 64 ones (1024-aligned)
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(reinterpret_cast<unsigned char*>(s_ones) + CFG::ONES_BYTES);
   uint64_t* q_empty = q_full + 1;
   uint64_t* k_full = q_empty + 1;
   uint64_t* v_full = k_full + STAGES;
@@ -206,9 +216,18 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   constexpr bool tie_wait = CFG::PING_PONG && !MASKED;
   // Row 1's max after row 0's (softmax_update's ROW_CHAIN): d128 only, where it measured faster.
   constexpr bool row_chain = tie_wait && D == 128;
+  constexpr bool mma_sum = CFG::SUM_BY_MMA && !MASKED;
+  constexpr int DO = DT + (mma_sum ? 1 : 0);  // o's column tiles: the last holds the row sums
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int tiles = a.m_blocks * a.bh_count;
+  if constexpr (mma_sum) {
+    // Ones for the row sums, written before any product reads them (async proxy).
+    const uint32_t one2 = std::is_same_v<T, __half> ? 0x3C003C00u : 0x3F803F80u;
+    for (int i = tid; i < CFG::ONES_BYTES / 16; i += CFG::THREADS)
+      reinterpret_cast<uint4*>(s_ones)[i] = make_uint4(one2, one2, one2, one2);
+    fence_proxy_async_shared();
+  }
   if (tid == 0) {
     mbar_init(q_full, 1);
     mbar_init(q_empty, CONSUMER_WARPS);
@@ -380,7 +399,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     const int g = lane >> 2, t = lane & 3;
     const int warp_row0 = cw * 16;
 
-    float o[1][DT][4];
+    float o[1][DO][4];
     float row_max[1][2], row_sum[1][2];
 
     // S = Q K^T from stage st (K-major A and B), written fresh (no accumulation).
@@ -395,11 +414,22 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       }
     };
     // O += P V from stage st: 16 keys per step; V's 64-wide column atoms are BN * 128 bytes apart.
+    // mma_sum: the columns past D are the ones' atom, a leading byte offset
+    // past V's; it shrinks as each step's start moves on, so all steps read the
+    // same 16 rows of ones.
     auto issue_pv = [&](const uint32_t (&ap)[NT / 2][1][4], int st) {
-      const uint64_t desc_v0 = sw128_desc(s_kv + (2 * st + 1) * CFG::TILE_KV, BN * 128);
+      const T* s_v = s_kv + (2 * st + 1) * CFG::TILE_KV;
+      if constexpr (mma_sum) {
+        const uint64_t desc_v0 = sw128_desc(s_v, uint32_t(s_ones - s_v) * sizeof(T));
 #pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks)
-        Wgmma<D, T>::rs(o[0], ap[ks][0], desc_advance(desc_v0, ks * 16 * 64 * sizeof(T)));
+        for (int ks = 0; ks < BN / 16; ++ks)
+          Wgmma<D + 8, T>::rs(o[0], ap[ks][0], desc_advance_lbo(desc_v0, ks * 16 * 64 * sizeof(T)));
+      } else {
+        const uint64_t desc_v0 = sw128_desc(s_v, BN * 128);
+#pragma unroll
+        for (int ks = 0; ks < BN / 16; ++ks)
+          Wgmma<D, T>::rs(o[0], ap[ks][0], desc_advance(desc_v0, ks * 16 * 64 * sizeof(T)));
+      }
     };
     // PINGPONG turns: consumer c waits on barrier 1 + c before issuing its
     // matrix products and then lets consumer c + 1 (mod CONSUMERS) go. The
@@ -472,7 +502,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       w_cur = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
       const BlockWork& w = w_cur;
 #pragma unroll
-      for (int dt = 0; dt < DT; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;
+      for (int dt = 0; dt < DO; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;
       row_max[0][0] = row_max[0][1] = NEG_INF;
       row_sum[0][0] = row_sum[0][1] = 0.f;
 
@@ -515,7 +545,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         release(k_empty + st);
         if (nc == 1) release(q_empty);  // the next tile's Q may land now
         prepare(s, 0);
-        softmax_update<1, NT, row_chain>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
+        softmax_update<1, NT, row_chain, !mma_sum>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
         pack_p<T, 1, NT>(s, ap);
 
         for (int nb = 1; nb < nc; ++nb) {
@@ -530,7 +560,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           wgmma_commit();
           // O to block nb - 1's max while S_nb runs (the fence orders these
           // writes before the P V product that accumulates into o).
-          if (!late_rescale && nb > 1) rescale_o<1, DT>(o, alpha);
+          if (!late_rescale && nb > 1) rescale_o<1, DO>(o, alpha);
           wgmma_fence();
           issue_pv(ap, pst);
           wgmma_commit();
@@ -541,28 +571,28 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           release(k_empty + st);
           if (nb == nc - 1) release(q_empty);
           prepare(s, nb);
-          softmax_update<1, NT, row_chain>(s, row_max, row_sum, w.exp_scale, alpha);
+          softmax_update<1, NT, row_chain, !mma_sum>(s, row_max, row_sum, w.exp_scale, alpha);
           if constexpr (tie_wait) {
             // No max has these bits (FMNMX gives 0x7fffffff for NaN); were it ever taken, the
             // arrive would complete a phase nobody waits for.
             if (__float_as_uint(row_max[0][0]) == 0xffc0deadu) mbar_arrive(scan_full);
           }
           wgmma_wait<0>();
-          pin_registers<DT>(o[0]);
-          if (late_rescale) rescale_o<1, DT>(o, alpha);  // o is at block nb - 1's max until here
+          pin_registers<DO>(o[0]);
+          if (late_rescale) rescale_o<1, DO>(o, alpha);  // o is at block nb - 1's max until here
           release(v_empty + pst);
           pack_p<T, 1, NT>(s, ap);
         }
 
         mbar_wait(v_full + st, (kv / STAGES) & 1);
         turn_begin();
-        if (!late_rescale && nc > 1) rescale_o<1, DT>(o, alpha);
+        if (!late_rescale && nc > 1) rescale_o<1, DO>(o, alpha);
         wgmma_fence();
         issue_pv(ap, st);
         wgmma_commit();
         turn_end();
         wgmma_wait<0>();
-        pin_registers<DT>(o[0]);
+        pin_registers<DO>(o[0]);
         release(v_empty + st);
         ++kv;
       }
@@ -591,7 +621,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       // per-consumer address took the whole loop off the uniform datapath in
       // ptxas 13.0 (descriptors through R2UR before every wgmma).
       if (it > 0) mbar_wait(o_empty, (it - 1) & 1);
-      store_output<T, 1, DT, true>(
+      if constexpr (mma_sum) {
+        // Every lane of a quad holds its rows' whole sums: no shuffles in store_output.
+        row_sum[0][0] = o[0][DT][0];
+        row_sum[0][1] = o[0][DT][2];
+      }
+      store_output<T, 1, DT, true, !mma_sum>(
           a, w, o, row_max, row_sum, warp_row0, g, t, lane,
           [&](int row, int col) { return s_o + sw128_offset<BM>(row, col); }, !maps.o_mapped);
       fence_proxy_async_shared();  // the staged rows, before the TMA store reads them

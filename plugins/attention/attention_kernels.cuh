@@ -568,7 +568,8 @@ __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const Flas
 // ptxas can't fold; it then runs row 1's max chain beside row 0's
 // exponentials instead of both maxima ahead of every exponential
 // (FlashAttention-3's order; d128 +1.3 %, d64 -0.4 %: NOTES item 77).
-template <int MT, int NT, bool ROW_CHAIN = false>
+// SUM false: row_sum is left alone (the caller's P V product sums the rows).
+template <int MT, int NT, bool ROW_CHAIN = false, bool SUM = true>
 __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&row_max)[MT][2], float (&row_sum)[MT][2],
                                                float exp_scale, float (&alpha)[MT][2]) {
 #pragma unroll
@@ -586,16 +587,16 @@ __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&ro
       const float m_use = mx == NEG_INF ? 0.f : mx * exp_scale;  // fully masked so far: exp2(-inf - 0) = 0
       alpha[mt][hr] = fast_exp2(row_max[mt][hr] * exp_scale - m_use);
       row_max[mt][hr] = mx;
-      float sum = row_sum[mt][hr] * alpha[mt][hr];
+      float sum = SUM ? row_sum[mt][hr] * alpha[mt][hr] : 0.f;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const float p0 = fast_exp2(fmaf(s[mt][nt][hr * 2], exp_scale, -m_use));
         const float p1 = fast_exp2(fmaf(s[mt][nt][hr * 2 + 1], exp_scale, -m_use));
         s[mt][nt][hr * 2] = p0;
         s[mt][nt][hr * 2 + 1] = p1;
-        sum += p0 + p1;
+        if (SUM) sum += p0 + p1;
       }
-      row_sum[mt][hr] = sum;
+      if (SUM) row_sum[mt][hr] = sum;
     }
   }
 }
@@ -658,9 +659,11 @@ __device__ __forceinline__ void copy_staged_rows(const FlashArgs& a, T* out, int
 // Normalise, write lse and the output rows of this warp. ALIGNED: rows are
 // staged in shared memory at stage(local_row, col) (memory only this warp
 // uses now) and leave as 16-byte stores, or (copy_out false) stay there for
-// the caller's TMA store; otherwise element stores.
-template <typename T, int MT, int DT, bool ALIGNED, typename Stage>
-__device__ __forceinline__ void store_output(const FlashArgs& a, const BlockWork& w, float (&o)[MT][DT][4],
+// the caller's TMA store; otherwise element stores. QUAD_SUM: row_sum holds
+// each lane's part of the row (summed over the quad here), else the whole row's.
+// DTA: o's column tiles (DT of them stored).
+template <typename T, int MT, int DT, bool ALIGNED, bool QUAD_SUM = true, int DTA = DT, typename Stage>
+__device__ __forceinline__ void store_output(const FlashArgs& a, const BlockWork& w, float (&o)[MT][DTA][4],
                                              const float (&row_max)[MT][2], const float (&row_sum)[MT][2],
                                              int warp_row0, int g, int t, int lane, Stage stage,
                                              bool copy_out = true) {
@@ -670,8 +673,10 @@ __device__ __forceinline__ void store_output(const FlashArgs& a, const BlockWork
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       float sum = row_sum[mt][hr];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      if (QUAD_SUM) {
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      }
       const int local_row = warp_row0 + mt * 16 + g + hr * 8;
       const int row = w.m0 + local_row;
       const float inv = sum > 0.f ? 1.f / sum : 0.f;  // fully masked row -> zeros
