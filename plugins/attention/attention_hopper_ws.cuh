@@ -100,8 +100,8 @@ struct HopperWsConfig {
   static_assert(!(PINGPONG && CONSUMERS == 1), "ping-pong turns need two or more consumers");
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
   // Q, the output staging tile (so the next tile's Q can land during this
-  // tile's last P V and epilogue), STAGES x (K, V), 1024 bytes of alignment
-  // slack, then the barriers: q_full, q_empty, k_full[STAGES], v_full[STAGES],
+  // tile's last P V and epilogue), STAGES x (K, V), SUM_BY_MMA's ones (ONES_BYTES),
+  // 1024 bytes of alignment slack, then the barriers: q_full, q_empty, k_full[STAGES], v_full[STAGES],
   // k_empty[STAGES], v_empty[STAGES], scan_full[2], scan_empty[2],
   // o_full[CONSUMERS], o_empty, then the
   // key-padding data: a two-slot ring of mask bounds from the scanning warp to
