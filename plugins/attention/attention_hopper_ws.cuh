@@ -414,21 +414,15 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       }
     };
     // O += P V from stage st: 16 keys per step; V's 64-wide column atoms are BN * 128 bytes apart.
-    // mma_sum: the columns past D are the ones' atom, a leading byte offset
-    // past V's; it shrinks as each step's start moves on, so all steps read the
-    // same 16 rows of ones.
+    // mma_sum: DO * 8 = D + 8 columns, the last 8 from the ones' atom, a leading byte offset past
+    // V's that shrinks as each step's start moves on, so all steps read the same 16 rows of ones.
     auto issue_pv = [&](const uint32_t (&ap)[NT / 2][1][4], int st) {
       const T* s_v = s_kv + (2 * st + 1) * CFG::TILE_KV;
-      if constexpr (mma_sum) {
-        const uint64_t desc_v0 = sw128_desc(s_v, uint32_t(s_ones - s_v) * sizeof(T));
+      const uint64_t desc_v0 = sw128_desc(s_v, mma_sum ? uint32_t(s_ones - s_v) * sizeof(T) : BN * 128);
 #pragma unroll
-        for (int ks = 0; ks < BN / 16; ++ks)
-          Wgmma<D + 8, T>::rs(o[0], ap[ks][0], desc_advance_lbo(desc_v0, ks * 16 * 64 * sizeof(T)));
-      } else {
-        const uint64_t desc_v0 = sw128_desc(s_v, BN * 128);
-#pragma unroll
-        for (int ks = 0; ks < BN / 16; ++ks)
-          Wgmma<D, T>::rs(o[0], ap[ks][0], desc_advance(desc_v0, ks * 16 * 64 * sizeof(T)));
+      for (int ks = 0; ks < BN / 16; ++ks) {
+        const uint32_t step = ks * 16 * 64 * sizeof(T);
+        Wgmma<DO * 8, T>::rs(o[0], ap[ks][0], mma_sum ? desc_advance_lbo(desc_v0, step) : desc_advance(desc_v0, step));
       }
     };
     // PINGPONG turns: consumer c waits on barrier 1 + c before issuing its
