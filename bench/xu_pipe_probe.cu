@@ -2,11 +2,12 @@
 // (F2FP.PACK_AB) queue on the same pipe of an sm_90a SM? If they did, d64's
 // 64 exponentials and 32 packs per thread and key block would cost 768 pipe
 // cycles a warp, not 512, and moving the packs to integer ops would pay
-// (NOTES-attention item 52: they do not).
+// (NOTES-attention item 52: they do not). The two half-precision mixes ask
+// whether a 16-bit exponential costs the pipe less (item 80: it does not).
 //
 //   nvcc -O3 -gencode arch=compute_90a,code=sm_90a bench/xu_pipe_probe.cu -o /tmp/xu_pipe_probe && /tmp/xu_pipe_probe
 //
-// 132 CTAs (one per SM) of 128 or 512 threads; every thread runs ITERS steps
+// 132 CTAs (one per SM) of 128, 512 or 1024 threads; every thread runs ITERS steps
 // of CHAINS independent chains of one op mix. Prints cycles per step and warp
 // on one SM sub-partition (4 per SM): the pipe's cost of the mix.
 #include <cstdint>
@@ -50,7 +51,21 @@ __device__ __forceinline__ uint32_t pack_bf16x2_alu(float lo, float hi) {
   return d;
 }
 
-enum Mix { EX2, PACK_F16, PACK_BF16, EX2_PACK_F16, PACK_BF16_ALU, EX2_PACK_BF16_ALU };
+// Half-precision exponentials: ex2.approx.f16 is one MUFU.EX2.F16; .f16x2 is two
+// of them and a PRMT (ptxas 13.0). Would a 16-bit exponential cost the pipe less?
+__device__ __forceinline__ uint32_t ex2_f16x2(uint32_t x) {
+  uint32_t y;
+  asm volatile("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+__device__ __forceinline__ float ex2_f16(float x) {
+  unsigned short h, y;
+  asm volatile("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  asm volatile("ex2.approx.f16 %0, %1;" : "=h"(y) : "h"(h));
+  return __uint_as_float(uint32_t(y) << 16 | h);
+}
+
+enum Mix { EX2, PACK_F16, PACK_BF16, EX2_PACK_F16, PACK_BF16_ALU, EX2_PACK_BF16_ALU, EX2_F16X2, CVT_EX2_F16 };
 
 template <Mix MIX>
 __global__ void probe_kernel(float* sink, long long* cycles, float seed) {
@@ -67,6 +82,8 @@ __global__ void probe_kernel(float* sink, long long* cycles, float seed) {
 #pragma unroll
     for (int j = 0; j < CHAINS; ++j) {
       if constexpr (EXP) x[j] = ex2(x[j]);
+      if constexpr (MIX == EX2_F16X2) x[j] = __uint_as_float(ex2_f16x2(__float_as_uint(x[j])));
+      if constexpr (MIX == CVT_EX2_F16) x[j] = ex2_f16(x[j]);
       // Each pack feeds the next one (its bits read as a float), so none is dead code.
       if constexpr (MIX == PACK_F16 || MIX == EX2_PACK_F16) z[j] = __uint_as_float(pack_f16x2(z[j], x[j]));
       if constexpr (MIX == PACK_BF16) z[j] = __uint_as_float(pack_bf16x2(z[j], x[j]));
@@ -105,13 +122,15 @@ int main() {
   long long* cycles = nullptr;
   check(cudaMalloc(&sink, sizeof(float)), "cudaMalloc");
   check(cudaMalloc(&cycles, CTAS * sizeof(long long)), "cudaMalloc");
-  for (int threads : {128, 512}) {
+  for (int threads : {128, 512, 1024}) {
     run<EX2>("ex2", threads, sink, cycles);
     run<PACK_F16>("pack f16x2 (F2FP)", threads, sink, cycles);
     run<PACK_BF16>("pack bf16x2 (F2FP)", threads, sink, cycles);
     run<EX2_PACK_F16>("ex2 + pack f16x2", threads, sink, cycles);
     run<PACK_BF16_ALU>("pack bf16x2 (2 integer adds, PRMT)", threads, sink, cycles);
     run<EX2_PACK_BF16_ALU>("ex2 + pack bf16x2 (integer)", threads, sink, cycles);
+    run<EX2_F16X2>("ex2 f16x2 (2 MUFU.EX2.F16 + PRMT)", threads, sink, cycles);
+    run<CVT_EX2_F16>("cvt f16 + ex2 f16 (F2F, MUFU.EX2.F16)", threads, sink, cycles);
   }
   check(cudaFree(sink), "cudaFree");
   check(cudaFree(cycles), "cudaFree");
