@@ -402,13 +402,28 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     float o[1][DO][4];
     float row_max[1][2], row_sum[1][2];
 
+    // Q's descriptor for k step kk. Unmasked kernels build all of them once, through a
+    // shuffle from lane 0: ptxas can't rebuild them from the shared-memory base in the
+    // block loop (two uniform instructions and a mask per S product), so it keeps them
+    // in uniform registers and issues the S products back to back, as FA3's loop does.
+    // The masked and softcap kernels keep their code (the general-mask ones spilled more).
+    constexpr bool hoist_q = !MASKED && !SOFTCAP;
+    const uint64_t desc_q0 = sw128_desc(s_q + cg_uniform * 64 * 64, 16);
+    auto q_desc = [&](int kk) {
+      return desc_advance(desc_q0, ((kk >> 2) * BM * 64 + (kk & 3) * 16) * sizeof(T));
+    };
+    uint64_t desc_qs[D / 16];
+    if constexpr (hoist_q) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) desc_qs[kk] = __shfl_sync(0xffffffffu, q_desc(kk), 0);
+    }
     // S = Q K^T from stage st (K-major A and B), written fresh (no accumulation).
     auto issue_s = [&](float (&s)[1][NT][4], int st) {
       const T* s_k = s_kv + 2 * st * CFG::TILE_KV;
-      const uint64_t desc_q0 = sw128_desc(s_q + cg_uniform * 64 * 64, 16), desc_k0 = sw128_desc(s_k, 16);
+      const uint64_t desc_k0 = sw128_desc(s_k, 16);
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        const uint64_t desc_q = desc_advance(desc_q0, ((kk >> 2) * BM * 64 + (kk & 3) * 16) * sizeof(T));
+        const uint64_t desc_q = hoist_q ? desc_qs[kk] : q_desc(kk);
         const uint64_t desc_k = desc_advance(desc_k0, ((kk >> 2) * BN * 64 + (kk & 3) * 16) * sizeof(T));
         Wgmma<BN, T>::ss(s[0], desc_q, desc_k, kk > 0 ? 1 : 0);
       }
