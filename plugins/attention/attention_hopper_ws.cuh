@@ -407,7 +407,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     // block loop (two uniform instructions and a mask per S product), so it keeps them
     // in uniform registers and issues the S products back to back, as FA3's loop does.
     // The masked and softcap kernels keep their code (the general-mask ones spilled more).
-    constexpr bool hoist_q = !MASKED && !SOFTCAP;
+    constexpr bool hoist_q = !MASKED && !SOFTCAP && D == 64;
     const uint64_t desc_q0 = sw128_desc(s_q + cg_uniform * 64 * 64, 16);
     auto q_desc = [&](int kk) {
       return desc_advance(desc_q0, ((kk >> 2) * BM * 64 + (kk & 3) * 16) * sizeof(T));
