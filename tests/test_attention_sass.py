@@ -258,3 +258,21 @@ def test_row_sums_by_tensor_cores(sass):
                 bad.append(f"{name}: FADD per loop {fadds}")
     assert checked >= 10, "expected the unmasked d64 kernels (fp16, bf16; 1, 2, 3 and 4 consumers)"
     assert not bad, "\n".join(bad)
+
+
+def test_q_descriptors_hoisted(sass):
+    """The unmasked d64 kernels without softcap build Q's wgmma descriptors once per CTA
+    (`hoist_q`; NOTES item 81: d64 0.6 % faster), so each S product reads a uniform register
+    group of its own: four distinct `gdesc` groups over the S products, where a descriptor
+    rebuilt in the loop before every product reuses one."""
+    checked, bad = 0, []
+    for name, body in sass_bodies(sass).items():
+        flags = ws_flags(name)
+        if flags is None or flags[0] != 64 or flags[3] or "Lb1EEEvNS0_9FlashArgs" in name:
+            continue
+        checked += 1
+        groups = set(re.findall(r"HGMMA\.64x\d+x16\.F32\S*\s+R\d+, gdesc\[(UR\d+)\]", body))
+        if len(groups) < 4:
+            bad.append(f"{name}: S products read {sorted(groups)}")
+    assert checked >= 10, "expected the unmasked d64 kernels without softcap (fp16, bf16; 1-4 consumers)"
+    assert not bad, "\n".join(bad)

@@ -402,11 +402,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     float o[1][DO][4];
     float row_max[1][2], row_sum[1][2];
 
-    // Q's descriptor for k step kk. Unmasked kernels build all of them once, through a
-    // shuffle from lane 0: ptxas can't rebuild them from the shared-memory base in the
-    // block loop (two uniform instructions and a mask per S product), so it keeps them
-    // in uniform registers and issues the S products back to back, as FA3's loop does.
-    // The masked and softcap kernels keep their code (the general-mask ones spilled more).
+    // Q's descriptor for k step kk. hoist_q builds all of them once per CTA, through a
+    // shuffle from lane 0: ptxas then can't rebuild them from the shared-memory base in the
+    // block loop (two uniform instructions and a mask per S product) and holds each in a
+    // uniform register group of its own, as FA3's loop does. Unmasked d64 kernels without
+    // softcap only: d64 +0.6 %, d128 fp16 1-2 % slower (NOTES item 81); the general-mask
+    // kernels spilled more with it.
     constexpr bool hoist_q = !MASKED && !SOFTCAP && D == 64;
     const uint64_t desc_q0 = sw128_desc(s_q + cg_uniform * 64 * 64, 16);
     auto q_desc = [&](int kk) {
