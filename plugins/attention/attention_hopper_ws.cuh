@@ -402,7 +402,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     float o[1][DO][4];
     float row_max[1][2], row_sum[1][2];
 
-    // Q's descriptor for k step kk. hoist_q builds all of them once per CTA, through a
+    // Q's descriptor for k step kk. hoist_q builds all of them before the tile loop, through a
     // shuffle from lane 0: ptxas then can't rebuild them from the shared-memory base in the
     // block loop (two uniform instructions and a mask per S product) and holds each in a
     // uniform register group of its own, as FA3's loop does. Unmasked d64 kernels without
