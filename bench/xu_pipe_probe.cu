@@ -58,6 +58,8 @@ __device__ __forceinline__ uint32_t ex2_f16x2(uint32_t x) {
   asm volatile("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
   return y;
 }
+// Returns both halves' bits as one float so the next step's cvt depends on this
+// exponential (a chain, not dead code); the value itself is meaningless.
 __device__ __forceinline__ float ex2_f16(float x) {
   unsigned short h, y;
   asm volatile("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
