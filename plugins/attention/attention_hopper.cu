@@ -47,11 +47,23 @@ struct HopperTiles<64> {
                 std::tuple_element_t<FOUR_CONSUMER_VARIANT, Variants>::BLOCK_M == 256 &&
                 std::tuple_element_t<0, Variants>::BLOCK_M == 192);
 };
+// Whether 176-key blocks beat 128-key ones at kv_len keys. Per key of a whole block the two tiles
+// run level (4224 keys, no padding in either: 0.4 % apart), but the wide tile's boundary costs
+// about a quarter block more (its one output slot), and 1 % is kept as slack. So: 528 keys
+// +10-16 %, 1056 +3-6 %; 512-4096 (3 % more padding) 2-6 % slower (NOTES item 83).
+inline bool wide_blocks_pay(int64_t kv_len) {
+  const int64_t narrow = (kv_len + 127) / 128 * 128, wide = (kv_len + 175) / 176 * 176;
+  return (wide + 44) * 101 < narrow * 100;
+}
+
 template <>
 struct HopperTiles<128> {
   using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 128, 2, 2, false>,
-                              HopperConfig<128, 64, 2>>;
-  static constexpr int FIRST_BASIC = 2, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1;
+                              HopperWsConfig<128, 176, 2, 2, true>, HopperConfig<128, 64, 2>>;
+  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1;
+  // 176-key blocks (FlashAttention-3's non-causal d128 tile) for non-causal unmasked inputs
+  // without softcap whose keys they pad less (wide_blocks_pay).
+  static constexpr int WIDE_VARIANT = 2;
 };
 template <>
 struct HopperTiles<256> {
@@ -210,6 +222,9 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
     int index = variant;
     bool one = false, packed = false;
     if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
+    if constexpr (D.value == 128) {
+      if (index == 0 && !p.causal && !masked && !softcap && wide_blocks_pay(p.kv_len)) index = Tiles::WIDE_VARIANT;
+    }
     if constexpr (D.value == 64) {
       const int rows = index == 0                             ? d64_rows(p)
                        : index == Tiles::TWO_CONSUMER_VARIANT  ? 128

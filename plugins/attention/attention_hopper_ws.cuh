@@ -99,6 +99,13 @@ struct HopperWsConfig {
   static_assert(CONSUMERS < 4 || BN <= 64, "four consumers hold 64-key blocks only");
   static_assert(!(PINGPONG && CONSUMERS == 1), "ping-pong turns need two or more consumers");
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
+  // Output staging: the tile's rows, or (O_SLOT: blocks wider than 128 keys, whose K/V ring
+  // leaves no room for the whole tile's) one consumer's 64 rows at a time, the consumers taking
+  // the slot in turn: consumer c stages tile it's rows once the store warp has read the slot's
+  // previous user's (consumer c - 1's of tile it, or the last consumer's of tile it - 1), which
+  // o_empty[that consumer] marks.
+  static constexpr bool O_SLOT = BN > 128;
+  static constexpr int TILE_O = O_SLOT ? 64 * D : TILE_Q, O_EMPTY = O_SLOT ? CONSUMERS : 1;
   // Q, the output staging tile (so the next tile's Q can land during this
   // tile's last P V and epilogue), STAGES x (K, V), SUM_BY_MMA's ones (ONES_BYTES),
   // 1024 bytes of alignment slack, then the barriers: q_full, q_empty, k_full[STAGES], v_full[STAGES],
@@ -107,9 +114,9 @@ struct HopperWsConfig {
   // key-padding data: a two-slot ring of mask bounds from the scanning warp to
   // the issuing thread (2 x 2 ints) and the current tile's block counts for the
   // consumers (2 ints), then the drawn tiles' ring (TILE_RING ints).
-  static constexpr int BARRIERS = 2 + 4 * STAGES + 4 + CONSUMERS + 1;
+  static constexpr int BARRIERS = 2 + 4 * STAGES + 4 + CONSUMERS + O_EMPTY;
   static constexpr int SMEM_BYTES =
-      (2 * TILE_Q + 2 * STAGES * TILE_KV) * 2 + ONES_BYTES + 1024 + BARRIERS * 8 + (6 + TILE_RING) * 4;
+      (TILE_Q + TILE_O + 2 * STAGES * TILE_KV) * 2 + ONES_BYTES + 1024 + BARRIERS * 8 + (6 + TILE_RING) * 4;
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
   static_assert(BLOCKS_PER_SM * (SMEM_BYTES + 1024) <= 228 * 1024, "shared memory per SM (1 KiB reserved per CTA)");
@@ -187,7 +194,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   extern __shared__ unsigned char smem_raw[];
   T* s_q = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   T* s_o = s_q + CFG::TILE_Q;
-  T* s_kv = s_o + CFG::TILE_Q;  // stage i: K at s_kv + 2i * TILE_KV, V right after
+  T* s_kv = s_o + CFG::TILE_O;  // stage i: K at s_kv + 2i * TILE_KV, V right after
   T* s_ones = s_kv + 2 * STAGES * CFG::TILE_KV;  // SUM_BY_MMA: 16 rows of 64 ones (1024-aligned)
   uint64_t* q_full = reinterpret_cast<uint64_t*>(reinterpret_cast<unsigned char*>(s_ones) + CFG::ONES_BYTES);
   uint64_t* q_empty = q_full + 1;
@@ -198,8 +205,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   uint64_t* scan_full = v_empty + STAGES;  // KEY_ROW: slot s of the scan ring written / read (else tie_wait's)
   uint64_t* scan_empty = scan_full + 2;
   uint64_t* o_full = scan_empty + 2;       // consumer c's rows of s_o staged
-  uint64_t* o_empty = o_full + CONSUMERS;  // s_o read by the tile's stores
-  int* scan_slots = reinterpret_cast<int*>(o_empty + 1);  // per slot: zero_end, live_end
+  uint64_t* o_empty = o_full + CONSUMERS;  // s_o read by the tile's stores (O_SLOT: by consumer c's, o_empty[c])
+  int* scan_slots = reinterpret_cast<int*>(o_empty + CFG::O_EMPTY);  // per slot: zero_end, live_end
   int* key_blocks = scan_slots + 4;                          // the current tile's, for the consumers
   int* tile_ring = key_blocks + 2;                           // drawn tiles (TILE_RING)
   constexpr bool key_row = MASKED && KEY_ROW;
@@ -244,7 +251,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       }
     }
     for (int c = 0; c < CONSUMERS; ++c) mbar_init(o_full + c, 128);  // the consumer's threads
-    mbar_init(o_empty, 32);  // the store warp's lanes
+    for (int c = 0; c < CFG::O_EMPTY; ++c) mbar_init(o_empty + c, 32);  // the store warp's lanes
     if constexpr (tie_wait) mbar_init(scan_full, 1);
     mbar_init_fence();
   }
@@ -362,27 +369,37 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         const int bh = tile_head(a, tile, m_block);
         const int b = a.div_q_heads.div(bh), h = bh - b * a.q_heads;
         const int m0 = m_block * BM - a.m_shift;
+        constexpr int O_ROWS = CFG::O_SLOT ? 64 : BM;  // rows of the staging buffer
         for (int c = 0; c < CONSUMERS; ++c) {
           mbar_wait(o_full + c, it & 1);
           const int row0 = m0 + 64 * c;
-          if (!maps.o_mapped || row0 + 64 <= 0 || row0 >= a.q_len) continue;  // stored by the consumers / no rows
-          if (row0 >= 0) {
+          const int local0 = CFG::O_SLOT ? 0 : 64 * c;  // the consumer's first row in s_o
+          if (!maps.o_mapped || row0 + 64 <= 0 || row0 >= a.q_len) {
+            // stored by the consumers / no rows
+          } else if (row0 >= 0) {
             if (lane == 0) {
 #pragma unroll
               for (int at = 0; at < ATOMS; ++at)
-                tma_store_4d(&maps.o, s_o + at * BM * 64 + c * 64 * 64, at * 64, row0, h, b);
+                tma_store_4d(&maps.o, s_o + at * O_ROWS * 64 + local0 * 64, at * 64, row0, h, b);
               tma_store_commit();
             }
           } else {
             // 4-byte steps: the producer's 24 registers hold no 16-byte ones beside the loop's state.
             copy_staged_rows<T, 64, D, uint32_t, 1>(
-                a, static_cast<T*>(a.out) + b * a.o_sb + h * a.o_sh, row0, 64 * c, lane,
-                [&](int row, int col) { return s_o + sw128_offset<BM>(row, col); });
+                a, static_cast<T*>(a.out) + b * a.o_sb + h * a.o_sh, row0, local0, lane,
+                [&](int row, int col) { return s_o + sw128_offset<O_ROWS>(row, col); });
+          }
+          if constexpr (CFG::O_SLOT) {
+            // The slot is the next consumer's once these rows are read.
+            if (lane == 0) tma_store_wait<0, true>();
+            mbar_arrive(o_empty + c);
           }
         }
-        // Every lane releases its own reads of s_o (the copies'; lane 0's TMA stores').
-        if (lane == 0) tma_store_wait<0, true>();
-        mbar_arrive(o_empty);
+        if constexpr (!CFG::O_SLOT) {
+          // Every lane releases its own reads of s_o (the copies'; lane 0's TMA stores').
+          if (lane == 0) tma_store_wait<0, true>();
+          mbar_arrive(o_empty);
+        }
       }
       if (lane == 0) tma_store_wait<0, false>();  // the rows written before the CTA exits
     }
@@ -504,7 +521,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       if (tile >= tiles) {
         if (drawn) {
           // The store warp learns it from o_full, whose previous phase it must have seen first.
-          if (it > 0) mbar_wait(o_empty, (it - 1) & 1);
+          if (it > 0) mbar_wait(o_empty + CFG::O_EMPTY - 1, (it - 1) & 1);
           mbar_arrive(o_full + cg);
         }
         break;
@@ -630,7 +647,13 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       // ago: no wait in practice). One barrier for all consumers: a wait on a
       // per-consumer address took the whole loop off the uniform datapath in
       // ptxas 13.0 (descriptors through R2UR before every wgmma).
-      if (it > 0) mbar_wait(o_empty, (it - 1) & 1);
+      if constexpr (CFG::O_SLOT) {
+        // The slot's previous user: consumer cg - 1 on this tile, the last consumer on the one before.
+        const int prev = cg_uniform == 0 ? CONSUMERS - 1 : cg_uniform - 1, use = cg_uniform == 0 ? it - 1 : it;
+        if (use >= 0) mbar_wait(o_empty + prev, use & 1);
+      } else if (it > 0) {
+        mbar_wait(o_empty, (it - 1) & 1);
+      }
       if constexpr (mma_sum) {
         // Every lane of a quad holds its rows' whole sums: no shuffles in store_output.
         row_sum[0][0] = o[0][DT][0];
@@ -638,7 +661,10 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       }
       store_output<T, 1, DT, true, !mma_sum>(
           a, w, o, row_max, row_sum, warp_row0, g, t, lane,
-          [&](int row, int col) { return s_o + sw128_offset<BM>(row, col); }, !maps.o_mapped);
+          [&](int row, int col) {
+            return s_o + (CFG::O_SLOT ? sw128_offset<64>(row - 64 * cg, col) : sw128_offset<BM>(row, col));
+          },
+          !maps.o_mapped);
       fence_proxy_async_shared();  // the staged rows, before the TMA store reads them
       mbar_arrive(o_full + cg);
     }

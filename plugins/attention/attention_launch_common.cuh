@@ -129,7 +129,8 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     const int forced = schedule_override();
     // Drawn tiles (causal_draws; forced by SCHEDULE_DRAWN) need the workspace's counter and a kernel
     // that draws: the key-row kernels (masked) keep the computed order.
-    const bool can_draw = p.causal && p.mask_kind == MaskKind::none && p.workspace != nullptr &&
+    // The one-slot output staging (HopperWsConfig::O_SLOT) keeps the computed order.
+    const bool can_draw = !CFG::O_SLOT && p.causal && p.mask_kind == MaskKind::none && p.workspace != nullptr &&
                           p.workspace_bytes >= attention_workspace_bytes(p);
     const bool draw = can_draw && (forced == SCHEDULE_DRAWN ||
                                    (forced == -1 && causal_draws(a.m_blocks)));

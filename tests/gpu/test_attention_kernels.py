@@ -787,8 +787,19 @@ def test_path_choice(kernel_path):
     name = _kernel_name(q, k, v)
     hopper = torch.cuda.get_device_capability() == (9, 0) and "90a" in _C.build_info()["cuda_archs"]
     if kernel_path in AUTO_PATHS and hopper:
-        # A forced variant indexes every bucket's tuple: d128's third is its plain wgmma config.
-        assert name.startswith("flash_fwd_wgmma<" if kernel_path == "auto-m192" else "flash_fwd_ws"), name
+        # A forced variant indexes every bucket's tuple: d128's third is its 176-key tile, its
+        # fourth the plain wgmma config.
+        assert name.startswith("flash_fwd_wgmma<" if kernel_path == "auto-m64" else "flash_fwd_ws"), name
+        if kernel_path == "auto-m192":
+            assert ",n176," in name, name
+        if kernel_path == "auto":
+            # d128 non-causal: 176-key blocks where they pad the keys less (1056 keys: 6 blocks
+            # against 9 of 128), 128-key ones otherwise and for causal inputs.
+            assert ",n128," in name, name
+            for skv, wide in ((1056, True), (1024, False), (528, True), (4224, False), (16384, False)):
+                ql, kl, vl = make_inputs(1, 2, 2, 64, skv, 128, 128, torch.float16)
+                assert (",n176," in _kernel_name(ql, kl, vl)) == wide, skv
+                assert ",n128," in _kernel_name(ql, kl, vl, causal=True)
         # d256 has no warp-specialised tile: the plain wgmma kernel takes it.
         q2, k2, v2 = make_inputs(1, 2, 2, 64, 64, 256, 256, torch.float16)
         assert _kernel_name(q2, k2, v2).startswith("flash_fwd_wgmma<")
