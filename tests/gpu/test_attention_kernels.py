@@ -63,7 +63,8 @@ def kernel_path(request):
     'auto-m128' / 'auto-m192' / 'auto-m256' (the same with d64's rows per tile forced: short grids
     otherwise take 64 rows, so the others' key-padding paths, the packed mask of the 192-row tile
     and the unpacked one of the 128-row tile, run here; masks that are not key padding take 128
-    rows; the four-consumer 256-row tile takes unmasked inputs without softcap),
+    rows; the four-consumer 256-row tile takes unmasked inputs without softcap; at d128 'auto-m192'
+    forces tile variant 2, the 176-key tile, on every input),
     'auto-consumer-store' (the same with the output stored by the consumer warps, the kernel's
     fallback where the output has no tensor map), 'wgmma' (the plain wgmma kernel forced) and
     'sm80' (the mma.sync kernel forced)."""
