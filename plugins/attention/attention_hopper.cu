@@ -47,15 +47,6 @@ struct HopperTiles<64> {
                 std::tuple_element_t<FOUR_CONSUMER_VARIANT, Variants>::BLOCK_M == 256 &&
                 std::tuple_element_t<0, Variants>::BLOCK_M == 192);
 };
-// Whether 176-key blocks beat 128-key ones at kv_len keys. Per key of a whole block the two tiles
-// run level (4224 keys, no padding in either: 0.4 % apart), but the wide tile's boundary costs
-// about a quarter block more (its one output slot), and 1 % is kept as slack. So: 528 keys
-// +10-16 %, 1056 +3-6 %; 512-4096 (3 % more padding) 2-6 % slower (NOTES item 83).
-inline bool wide_blocks_pay(int64_t kv_len) {
-  const int64_t narrow = (kv_len + 127) / 128 * 128, wide = (kv_len + 175) / 176 * 176;
-  return (wide + 44) * 101 < narrow * 100;
-}
-
 template <>
 struct HopperTiles<128> {
   using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 128, 2, 2, false>,
@@ -64,6 +55,16 @@ struct HopperTiles<128> {
   // 176-key blocks (FlashAttention-3's non-causal d128 tile) for non-causal unmasked inputs
   // without softcap whose keys they pad less (wide_blocks_pay).
   static constexpr int WIDE_VARIANT = 2;
+  // Whether the wide blocks beat variant 0's at kv_len keys. Per key of a whole block the two
+  // tiles run level (4224 keys, no padding in either: 0.4 % apart), but the wide tile's boundary
+  // costs about a quarter block more (its one output slot), and 1 % is kept as slack. So: 528
+  // keys +10-16 %, 1056 +3-6 %; 512-4096 (3 % more padding) 2-6 % slower (NOTES item 83).
+  static bool wide_blocks_pay(int64_t kv_len) {
+    constexpr int64_t NARROW = std::tuple_element_t<0, Variants>::BLOCK_N;
+    constexpr int64_t WIDE = std::tuple_element_t<WIDE_VARIANT, Variants>::BLOCK_N;
+    const int64_t narrow = (kv_len + NARROW - 1) / NARROW * NARROW, wide = (kv_len + WIDE - 1) / WIDE * WIDE;
+    return (wide + WIDE / 4) * 101 < narrow * 100;
+  }
 };
 template <>
 struct HopperTiles<256> {
@@ -223,7 +224,7 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
     bool one = false, packed = false;
     if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
     if constexpr (D.value == 128) {
-      if (index == 0 && !p.causal && !masked && !softcap && wide_blocks_pay(p.kv_len)) index = Tiles::WIDE_VARIANT;
+      if (index == 0 && !p.causal && !masked && !softcap && Tiles::wide_blocks_pay(p.kv_len)) index = Tiles::WIDE_VARIANT;
     }
     if constexpr (D.value == 64) {
       const int rows = index == 0                             ? d64_rows(p)
