@@ -389,16 +389,13 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
                 a, static_cast<T*>(a.out) + b * a.o_sb + h * a.o_sh, row0, local0, lane,
                 [&](int row, int col) { return s_o + sw128_offset<O_ROWS>(row, col); });
           }
-          if constexpr (CFG::O_SLOT) {
-            // The slot is the next consumer's once these rows are read.
+          // Every lane releases its own reads of s_o (the copies'; lane 0's TMA stores'):
+          // under O_SLOT the slot is the next consumer's once these rows are read,
+          // otherwise s_o is the next tile's once all consumers' rows are.
+          if (CFG::O_SLOT || c == CONSUMERS - 1) {
             if (lane == 0) tma_store_wait<0, true>();
-            mbar_arrive(o_empty + c);
+            mbar_arrive(o_empty + (CFG::O_SLOT ? c : 0));
           }
-        }
-        if constexpr (!CFG::O_SLOT) {
-          // Every lane releases its own reads of s_o (the copies'; lane 0's TMA stores').
-          if (lane == 0) tma_store_wait<0, true>();
-          mbar_arrive(o_empty);
         }
       }
       if (lane == 0) tma_store_wait<0, false>();  // the rows written before the CTA exits
