@@ -642,8 +642,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       }
       // s_o is free once the previous tile's TMA stores have read it (a tile
       // ago: no wait in practice). One barrier for all consumers: a wait on a
-      // per-consumer address took the whole loop off the uniform datapath in
-      // ptxas 13.0 (descriptors through R2UR before every wgmma).
+      // per-consumer address from cg took the whole loop off the uniform datapath in
+      // ptxas 13.0 (descriptors through R2UR before every wgmma). O_SLOT's per-consumer
+      // barrier is indexed from cg_uniform, which keeps the loop uniform (no R2UR).
       if constexpr (CFG::O_SLOT) {
         // The slot's previous user: consumer cg - 1 on this tile, the last consumer on the one before.
         const int prev = cg_uniform == 0 ? CONSUMERS - 1 : cg_uniform - 1, use = cg_uniform == 0 ? it - 1 : it;
