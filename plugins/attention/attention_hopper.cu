@@ -1,6 +1,7 @@
 // Host side of the sm_90a attention path (attention_hopper.cuh). Its kernels
 // carry code only where the build targets sm_90a; elsewhere they are empty and
 // hopper_path_available() is false, so the sm80 path runs.
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <tuple>
@@ -50,8 +51,17 @@ struct HopperTiles<64> {
 template <>
 struct HopperTiles<128> {
   using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 128, 2, 2, false>,
-                              HopperWsConfig<128, 176, 2, 2, true>, HopperConfig<128, 64, 2>>;
+                              HopperWsConfig<128, 176, 2, 2, true>, HopperConfig<128, 64, 2>,
+                              HopperWsConfig<128, 128, 2, 2, true, 2>>;
   static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1;
+  // Variant 0's tile in clusters of two CTAs sharing each K / V block (TMA multicast), for
+  // non-causal unmasked inputs without softcap whose heads have an even count of query tiles.
+  static constexpr int CLUSTER_VARIANT = 4;
+  static bool cluster_fits(const AttentionParams& p) {
+    constexpr int64_t BM = std::tuple_element_t<CLUSTER_VARIANT, Variants>::BLOCK_M;
+    return !p.causal && p.mask_kind == MaskKind::none && !(p.softcap > 0.f) && p.q_len % BM == 0 &&
+           (p.q_len / BM) % 2 == 0 && schedule_override() == -1;
+  }
   // 176-key blocks (FlashAttention-3's non-causal d128 tile) for non-causal unmasked inputs
   // without softcap whose keys they pad less (wide_blocks_pay).
   static constexpr int WIDE_VARIANT = 2;
@@ -74,15 +84,15 @@ struct HopperTiles<256> {
 
 template <typename CFG>
 constexpr bool is_warp_specialised = false;
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
-constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG>> = true;
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER>
+constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER>> = true;
 // Warp-specialised tiles with a key-row build per mask type (typed_key_row_mask);
 // the three-consumer tile, for grids of several tiles per SM, keeps one build
 // (typed, its 160-register consumers spill).
 template <typename CFG>
 constexpr bool typed_key_row_build = false;
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
-constexpr bool typed_key_row_build<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG>> = CONSUMERS < 3;
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER>
+constexpr bool typed_key_row_build<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER>> = CONSUMERS < 3;
 
 // The driver's tensor-map encoder, looked up once (no link-time libcuda dependency).
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -225,6 +235,12 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
     if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
     if constexpr (D.value == 128) {
       if (index == 0 && !p.causal && !masked && !softcap && Tiles::wide_blocks_pay(p.kv_len)) index = Tiles::WIDE_VARIANT;
+      static const bool cluster_default = [] {
+        const char* v = std::getenv("TRT_FASTOPS_ATTENTION_CLUSTER");  // experiment: variant 0 clustered where it fits
+        return v != nullptr && v[0] == '1';
+      }();
+      if (index == 0 && cluster_default) index = Tiles::CLUSTER_VARIANT;
+      if (index == Tiles::CLUSTER_VARIANT && !Tiles::cluster_fits(p)) index = 0;
     }
     if constexpr (D.value == 64) {
       const int rows = index == 0                             ? d64_rows(p)
@@ -240,8 +256,8 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
     }
     if (masked && !one) index = packed ? Tiles::KEY_ROW_VARIANT : Tiles::MASKED_VARIANT;
     // Softcap: the tiles built with it (d64: 192 rows unmasked, 128 masked).
-    if (softcap && index < Tiles::FIRST_BASIC) index = masked ? Tiles::MASKED_VARIANT : 0;
-    if (index < Tiles::FIRST_BASIC) {
+    if (softcap && index != Tiles::FIRST_BASIC) index = masked ? Tiles::MASKED_VARIANT : 0;
+    if (index != Tiles::FIRST_BASIC) {
       const auto [block_m, block_n] = dispatch_variant<Variants>(index, [](auto cfg) {
         return std::pair<int, int>(decltype(cfg)::type::BLOCK_M, decltype(cfg)::type::BLOCK_N);
       });

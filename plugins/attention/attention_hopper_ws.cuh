@@ -58,9 +58,18 @@ struct TmaMaps {
 // (their o_empty wait): three slots would do.
 inline constexpr int TILE_RING = 4;
 
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG>
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER_CTAS = 1>
 struct HopperWsConfig {
-  static constexpr const char* NAME = PINGPONG ? "flash_fwd_ws_pingpong" : "flash_fwd_ws";
+  static constexpr const char* NAME = CLUSTER_CTAS > 1 ? "flash_fwd_ws_pingpong_c2"
+                                      : PINGPONG       ? "flash_fwd_ws_pingpong"
+                                                       : "flash_fwd_ws";
+  // CLUSTER > 1: CTAs in clusters of that many, on neighbouring query tiles of one head (the
+  // launcher's grid and persistent_tile's order); each CTA loads its share of every K / V
+  // block's 64-column atoms and multicasts it to all, and a stage is free once every CTA's
+  // consumers have released it (FlashAttention-3's non-causal d128 forward). Non-causal,
+  // unmasked inputs only, no drawn tiles.
+  static constexpr int CLUSTER = CLUSTER_CTAS;
+  static_assert(CLUSTER == 1 || (CLUSTER == 2 && PINGPONG && D / 64 % CLUSTER == 0), "clusters of two, d128 ping-pong");
   static_assert(STAGES >= 2, "K/V ring of two or more stages");
   static constexpr int HEAD_DIM = D, BLOCK_M = 64 * CONSUMERS, BLOCK_N = BN, NUM_WARPS = 4 * (CONSUMERS + 1);
   // One consumer (64-row tiles, for grids that leave SMs idle): two CTAs per
@@ -227,6 +236,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   constexpr int DO = DT + (mma_sum ? 1 : 0);  // o's column tiles: the last holds the row sums
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const uint32_t cta_rank = CFG::CLUSTER > 1 ? cluster_cta_rank() : 0;
   const int tiles = a.m_blocks * a.bh_count;
   if constexpr (mma_sum) {
     // Ones for the row sums, written before any product reads them (async proxy).
@@ -241,8 +251,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(k_full + st, 1);
       mbar_init(v_full + st, 1);
-      mbar_init(k_empty + st, CONSUMER_WARPS);
-      mbar_init(v_empty + st, CONSUMER_WARPS);
+      mbar_init(k_empty + st, CONSUMER_WARPS * CFG::CLUSTER);  // every CTA's consumer warps
+      mbar_init(v_empty + st, CONSUMER_WARPS * CFG::CLUSTER);
     }
     if constexpr (key_row) {
       for (int sl = 0; sl < 2; ++sl) {
@@ -256,6 +266,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     mbar_init_fence();
   }
   __syncthreads();
+  if constexpr (CFG::CLUSTER > 1) cluster_sync();  // the other CTAs' barriers, before any load or release reaches them
 
   if (warp < 4) {
     // Producer. Use u of a buffer (u = 0, 1, ...) first waits for the
@@ -282,20 +293,29 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         }
         const int next = drawn ? atomicAdd(a.tile_counter, 1) + int(gridDim.x) : 0;
         BlockWork w = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
+        // A K or V block's 64-column atoms: all of them, or (CLUSTER) this CTA's share, multicast.
+        auto load_atoms = [&](T* dst, const CUtensorMap* map, uint64_t* bar, int nb) {
+#pragma unroll
+          for (int at = 0; at < ATOMS; ++at) {
+            if constexpr (CFG::CLUSTER > 1) {
+              if (at % CFG::CLUSTER == int(cta_rank))
+                tma_load_4d_multicast(dst + at * BN * 64, map, bar, uint16_t((1u << CFG::CLUSTER) - 1), at * 64,
+                                      nb * BN, w.kvh, w.b);
+            } else {
+              tma_load_4d(dst + at * BN * 64, map, bar, at * 64, nb * BN, w.kvh, w.b);
+            }
+          }
+        };
         auto load_kv = [&](int nb) {
           const int st = kv % STAGES, round = kv / STAGES;
           T* s_k = s_kv + 2 * st * CFG::TILE_KV;
           T* s_v = s_k + CFG::TILE_KV;
           if (round > 0) mbar_wait(k_empty + st, (round - 1) & 1);
-          mbar_arrive_expect_tx(k_full + st, KV_BYTES);
-#pragma unroll
-          for (int at = 0; at < ATOMS; ++at)
-            tma_load_4d(s_k + at * BN * 64, &maps.k, k_full + st, at * 64, nb * BN, w.kvh, w.b);
+          mbar_arrive_expect_tx(k_full + st, KV_BYTES);  // CLUSTER: the whole block, every CTA's share
+          load_atoms(s_k, &maps.k, k_full + st, nb);
           if (round > 0) mbar_wait(v_empty + st, (round - 1) & 1);
           mbar_arrive_expect_tx(v_full + st, KV_BYTES);
-#pragma unroll
-          for (int at = 0; at < ATOMS; ++at)
-            tma_load_4d(s_v + at * BN * 64, &maps.v, v_full + st, at * 64, nb * BN, w.kvh, w.b);
+          load_atoms(s_v, &maps.v, v_full + st, nb);
           ++kv;
         };
         if (it > 0) mbar_wait(q_empty, (it - 1) & 1);
@@ -468,6 +488,14 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     auto release = [&](uint64_t* bar) {
       if (lane == 0) mbar_arrive(bar);  // wgmma waits are warp-wide: the whole warp is past its reads
     };
+    // A K / V stage: CLUSTER, lane r releases it in CTA r (whose loads fill this CTA's copy too).
+    auto release_kv = [&](uint64_t* bar) {
+      if constexpr (CFG::CLUSTER > 1) {
+        if (lane < CFG::CLUSTER) mbar_arrive_cluster(bar, uint32_t(lane));
+      } else {
+        release(bar);
+      }
+    };
     if constexpr (CFG::PING_PONG) {
       if (cg == CONSUMERS - 1) named_barrier_arrive(1, 256);
     }
@@ -566,7 +594,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         load_mask(0);
         wgmma_wait<0>();
         pin_registers<NT>(s[0]);
-        release(k_empty + st);
+        release_kv(k_empty + st);
         if (nc == 1) release(q_empty);  // the next tile's Q may land now
         prepare(s, 0);
         softmax_update<1, NT, row_chain, !mma_sum>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
@@ -592,7 +620,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           load_mask(nb);  // overlaps the S product
           wgmma_wait<1>();  // S_nb has landed; P_{nb-1} V_{nb-1} may still run
           pin_registers<NT>(s[0]);
-          release(k_empty + st);
+          release_kv(k_empty + st);
           if (nb == nc - 1) release(q_empty);
           prepare(s, nb);
           softmax_update<1, NT, row_chain, !mma_sum>(s, row_max, row_sum, w.exp_scale, alpha);
@@ -604,7 +632,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           wgmma_wait<0>();
           pin_registers<DO>(o[0]);
           if (late_rescale) rescale_o<1, DO>(o, alpha);  // o is at block nb - 1's max until here
-          release(v_empty + pst);
+          release_kv(v_empty + pst);
           pack_p<T, 1, NT>(s, ap);
         }
 
@@ -617,7 +645,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         turn_end();
         wgmma_wait<0>();
         pin_registers<DO>(o[0]);
-        release(v_empty + st);
+        release_kv(v_empty + st);
         ++kv;
       }
       if (!MASKED && nc < w.n_blocks) {
@@ -631,9 +659,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           if (k > nc) {
             const int st = kv % STAGES, phase = (kv / STAGES) & 1;
             mbar_wait(k_full + st, phase);
-            release(k_empty + st);
+            release_kv(k_empty + st);
             mbar_wait(v_full + st, phase);
-            release(v_empty + st);
+            release_kv(v_empty + st);
             ++kv;
           }
           turn_begin();
@@ -670,6 +698,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       if (cg == 0) named_barrier_sync(1, 256);  // the last consumer's final arrival
     }
   }
+  if constexpr (CFG::CLUSTER > 1) cluster_sync();  // the others' last releases may still reach this CTA's barriers
 #endif
 }
 

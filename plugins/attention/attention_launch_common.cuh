@@ -101,6 +101,42 @@ int64_t cached_causal_section_heads(const CausalGrid& g);
 bool output_store_by_tma();
 
 
+// CTAs per thread-block cluster of a config (HopperWsConfig::CLUSTER; 1 for configs without).
+template <typename CFG, typename = void>
+struct ClusterOf : std::integral_constant<int, 1> {};
+template <typename CFG>
+struct ClusterOf<CFG, std::void_t<decltype(CFG::CLUSTER)>> : std::integral_constant<int, CFG::CLUSTER> {};
+
+// The most CTAs of KERNEL that run at once in clusters of CL (cudaOccupancyMaxActiveClusters:
+// an SM count that some GPCs leave odd loses an SM), asked once per device.
+template <typename CFG, auto KERNEL>
+cudaError_t max_cluster_ctas(int device, int* most) {
+  constexpr int CL = ClusterOf<CFG>::value;
+  static std::atomic<int64_t> cached{0};  // (device + 1) << 32 | CTAs
+  const int64_t known = cached.load(std::memory_order_relaxed);
+  if ((known >> 32) == device + 1) {
+    *most = int(known & 0xffffffff);
+    return cudaSuccess;
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(CL, 1, 1);
+  cfg.blockDim = dim3(CFG::THREADS, 1, 1);
+  cfg.dynamicSmemBytes = CFG::SMEM_BYTES;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = CL;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  if (const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, KERNEL, &cfg); err != cudaSuccess) return err;
+  if (clusters <= 0) return cudaErrorInvalidConfiguration;
+  *most = clusters * CL;
+  cached.store(int64_t(device + 1) << 32 | int64_t(*most), std::memory_order_relaxed);
+  return cudaSuccess;
+}
+
 // Launches one kernel instantiation (KERNEL is its address, so each gets its
 // own once-per-device shared-memory opt-in).
 // Extra kernel arguments (the TMA maps of the warp-specialised kernel) follow FlashArgs.
@@ -140,6 +176,12 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
                                                             : -1;
     const int64_t tiles = blocks;
     if (section_mib != 0) blocks = std::min<int64_t>(blocks, int64_t(dev.multiprocessors) * CFG::BLOCKS_PER_SM);
+    int cluster_most = 0;  // CLUSTER: the CTAs that run at once
+    if constexpr (ClusterOf<CFG>::value > 1) {
+      if (const cudaError_t err = max_cluster_ctas<CFG, KERNEL>(dev.index, &cluster_most); err != cudaSuccess)
+        return err;
+      blocks = std::min<int64_t>(blocks, cluster_most);
+    }
     if (section_mib == -1 && !p.causal && CFG::BLOCKS_PER_SM == 1) {
       // Non-causal: m_shift is 0, so each head's partial block is its first tile.
       const bool partial = p.q_len % CFG::BLOCK_M != 0;
@@ -150,6 +192,12 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       } else if (!partial && p.mask_kind == MaskKind::none) {
         blocks = even_round_grid(tiles, int(blocks));  // tiles alike: as few CTAs as the rounds need
       }
+    }
+    if constexpr (ClusterOf<CFG>::value > 1) {
+      // Whole clusters (the dispatcher sends only grids of an even tile count, no sections).
+      constexpr int CL = ClusterOf<CFG>::value;
+      blocks = (blocks + CL - 1) / CL * CL;
+      if (blocks > cluster_most) blocks -= CL;
     }
     if (section_mib > 0) {
       const int64_t kv_head_bytes = p.kv_len * (p.head_dim + p.v_head_dim) * 2;
@@ -173,8 +221,25 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       if (const cudaError_t err = cudaMemsetAsync(p.workspace, 0, sizeof(int), stream); err != cudaSuccess) return err;
     }
   }
-  kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
-  return cudaGetLastError();
+  if constexpr (ClusterOf<CFG>::value > 1) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned(blocks), 1, 1);
+    cfg.blockDim = dim3(CFG::THREADS, 1, 1);
+    cfg.dynamicSmemBytes = CFG::SMEM_BYTES;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = ClusterOf<CFG>::value;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    if (const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a, extra...); err != cudaSuccess) return err;
+    return cudaGetLastError();
+  } else {
+    kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
+    return cudaGetLastError();
+  }
 }
 
 // "flash_fwd<float16,d128,m128,n64,w4,b2>" (the config's NAME); ",masked" / ",unaligned" mark those variants.

@@ -84,6 +84,52 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tensor_map, u
 #endif
 }
 
+// tma_load_4d into the same shared-memory offset of every CTA of the cluster in
+// `cta_mask`; each of those CTAs counts the bytes on its own barrier at `bar`'s offset.
+__device__ __forceinline__ void tma_load_4d_multicast(void* dst, const void* tensor_map, uint64_t* bar,
+                                                      uint16_t cta_mask, int c0, int c1, int c2, int c3) {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%3, %4, %5, %6}], [%2], %7;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+      "h"(cta_mask)
+      : "memory");
+#endif
+}
+
+// This CTA's rank within its thread-block cluster.
+__device__ __forceinline__ uint32_t cluster_cta_rank() {
+  uint32_t rank = 0;
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+#endif
+  return rank;
+}
+
+// Every thread of every CTA of the cluster arrives, then waits for all (release /
+// acquire at cluster scope): barriers initialised before it may be used by the
+// other CTAs after it, and no CTA leaves while another may still reach its memory.
+__device__ __forceinline__ void cluster_sync() {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+#endif
+}
+
+// One arrival on the barrier at `bar`'s offset in CTA `cta` of the cluster. The default
+// (CTA-scope) release, as CUTLASS's ClusterBarrier::arrive: what it orders are reads of this
+// CTA's shared memory, done (wgmma waits) before the arrival; the .cluster scope put a
+// MEMBAR.ALL.GPU before every arrival.
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
+      "r"(cta)
+      : "memory");
+#endif
+}
+
 // TMA store of one box from shared memory into a 4-D tensor map (elements
 // outside the tensor are not written), in the issuing thread's bulk group.
 __device__ __forceinline__ void tma_store_4d(const void* tensor_map, const void* src, int c0, int c1, int c2, int c3) {
