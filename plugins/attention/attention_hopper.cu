@@ -52,7 +52,8 @@ template <>
 struct HopperTiles<128> {
   using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 128, 2, 2, false>,
                               HopperWsConfig<128, 176, 2, 2, true>, HopperConfig<128, 64, 2>,
-                              HopperWsConfig<128, 128, 2, 2, true, 2>>;
+                              HopperWsConfig<128, 128, 2, 2, true, 2>, HopperWsConfig<128, 128, 2, 2, true, 2, true>,
+                              HopperWsConfig<128, 176, 2, 2, true, 2, true>>;
   static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1;
   // Variant 0's tile in clusters of two CTAs sharing each K / V block (TMA multicast), for
   // non-causal unmasked inputs without softcap whose heads have an even count of query tiles.
@@ -84,15 +85,15 @@ struct HopperTiles<256> {
 
 template <typename CFG>
 constexpr bool is_warp_specialised = false;
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER>
-constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER>> = true;
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER, bool WG>
+constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER, WG>> = true;
 // Warp-specialised tiles with a key-row build per mask type (typed_key_row_mask);
 // the three-consumer tile, for grids of several tiles per SM, keeps one build
 // (typed, its 160-register consumers spill).
 template <typename CFG>
 constexpr bool typed_key_row_build = false;
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER>
-constexpr bool typed_key_row_build<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER>> = CONSUMERS < 3;
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER, bool WG>
+constexpr bool typed_key_row_build<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER, WG>> = CONSUMERS < 3;
 
 // The driver's tensor-map encoder, looked up once (no link-time libcuda dependency).
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -240,7 +241,7 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
         return v != nullptr && v[0] == '1';
       }();
       if (index == 0 && cluster_default) index = Tiles::CLUSTER_VARIANT;
-      if (index == Tiles::CLUSTER_VARIANT && !Tiles::cluster_fits(p)) index = 0;
+      if (index >= Tiles::CLUSTER_VARIANT && !Tiles::cluster_fits(p)) index = 0;
     }
     if constexpr (D.value == 64) {
       const int rows = index == 0                             ? d64_rows(p)

@@ -58,7 +58,7 @@ struct TmaMaps {
 // (their o_empty wait): three slots would do.
 inline constexpr int TILE_RING = 4;
 
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER_CTAS = 1>
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER_CTAS = 1, bool WG_RELEASE = false>
 struct HopperWsConfig {
   static constexpr const char* NAME = CLUSTER_CTAS > 1 ? "flash_fwd_ws_pingpong_c2"
                                       : PINGPONG       ? "flash_fwd_ws_pingpong"
@@ -69,6 +69,9 @@ struct HopperWsConfig {
   // consumers have released it (FlashAttention-3's non-causal d128 forward). Non-causal,
   // unmasked inputs only, no drawn tiles.
   static constexpr int CLUSTER = CLUSTER_CTAS;
+  // CLUSTER: a K / V stage released by one warp of each consumer warpgroup per CTA of the
+  // cluster (CUTLASS's PipelineTmaAsync in clusters) instead of by every consumer warp.
+  static constexpr bool RELEASE_BY_WARPGROUP = WG_RELEASE && CLUSTER > 1;
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && PINGPONG && D / 64 % CLUSTER == 0), "clusters of two, d128 ping-pong");
   static_assert(STAGES >= 2, "K/V ring of two or more stages");
   static constexpr int HEAD_DIM = D, BLOCK_M = 64 * CONSUMERS, BLOCK_N = BN, NUM_WARPS = 4 * (CONSUMERS + 1);
@@ -251,8 +254,10 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(k_full + st, 1);
       mbar_init(v_full + st, 1);
-      mbar_init(k_empty + st, CONSUMER_WARPS * CFG::CLUSTER);  // every CTA's consumer warps
-      mbar_init(v_empty + st, CONSUMER_WARPS * CFG::CLUSTER);
+      // every CTA's consumer warps (RELEASE_BY_WARPGROUP: warpgroups)
+      constexpr int KV_RELEASES = (CFG::RELEASE_BY_WARPGROUP ? CONSUMERS : CONSUMER_WARPS) * CFG::CLUSTER;
+      mbar_init(k_empty + st, KV_RELEASES);
+      mbar_init(v_empty + st, KV_RELEASES);
     }
     if constexpr (key_row) {
       for (int sl = 0; sl < 2; ++sl) {
@@ -490,7 +495,10 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     };
     // A K / V stage: CLUSTER, lane r releases it in CTA r (whose loads fill this CTA's copy too).
     auto release_kv = [&](uint64_t* bar) {
-      if constexpr (CFG::CLUSTER > 1) {
+      if constexpr (CFG::RELEASE_BY_WARPGROUP) {
+        // Warp r of the warpgroup in CTA r: its wgmma wait covers the warpgroup's product.
+        if (lane == 0 && (cw & 3) < CFG::CLUSTER) mbar_arrive_cluster(bar, uint32_t(cw & 3));
+      } else if constexpr (CFG::CLUSTER > 1) {
         if (lane < CFG::CLUSTER) mbar_arrive_cluster(bar, uint32_t(lane));
       } else {
         release(bar);
