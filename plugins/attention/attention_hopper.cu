@@ -1,7 +1,6 @@
 // Host side of the sm_90a attention path (attention_hopper.cuh). Its kernels
 // carry code only where the build targets sm_90a; elsewhere they are empty and
 // hopper_path_available() is false, so the sm80 path runs.
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <tuple>
@@ -52,17 +51,19 @@ template <>
 struct HopperTiles<128> {
   using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 128, 2, 2, false>,
                               HopperWsConfig<128, 176, 2, 2, true>, HopperConfig<128, 64, 2>,
-                              HopperWsConfig<128, 128, 2, 2, true, 2>, HopperWsConfig<128, 128, 2, 2, true, 2, true>,
-                              HopperWsConfig<128, 176, 2, 2, true, 2, true>>;
+                              HopperWsConfig<128, 176, 2, 2, true, 2>, HopperWsConfig<128, 176, 2, 2, true, 2, false>>;
   static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1;
-  // Variant 0's tile in clusters of two CTAs sharing each K / V block (TMA multicast), for
-  // non-causal unmasked inputs without softcap whose heads have an even count of query tiles.
+  // The 176-key tile in clusters of two CTAs sharing each K / V block (TMA multicast; FA3's
+  // non-causal d128 kernel), for non-causal unmasked inputs without softcap whose heads have an
+  // even count of whole query tiles, from CLUSTER_MIN_KEYS keys (clusters_pay).
   static constexpr int CLUSTER_VARIANT = 4;
+  static constexpr int64_t CLUSTER_MIN_KEYS = 12288;
   static bool cluster_fits(const AttentionParams& p) {
     constexpr int64_t BM = std::tuple_element_t<CLUSTER_VARIANT, Variants>::BLOCK_M;
     return !p.causal && p.mask_kind == MaskKind::none && !(p.softcap > 0.f) && p.q_len % BM == 0 &&
            (p.q_len / BM) % 2 == 0 && schedule_override() == -1;
   }
+  static bool clusters_pay(const AttentionParams& p) { return p.kv_len >= CLUSTER_MIN_KEYS && cluster_fits(p); }
   // 176-key blocks (FlashAttention-3's non-causal d128 tile) for non-causal unmasked inputs
   // without softcap whose keys they pad less (wide_blocks_pay).
   static constexpr int WIDE_VARIANT = 2;
@@ -235,13 +236,15 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
     bool one = false, packed = false;
     if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
     if constexpr (D.value == 128) {
-      if (index == 0 && !p.causal && !masked && !softcap && Tiles::wide_blocks_pay(p.kv_len)) index = Tiles::WIDE_VARIANT;
-      static const bool cluster_default = [] {
-        const char* v = std::getenv("TRT_FASTOPS_ATTENTION_CLUSTER");  // experiment: variant 0 clustered where it fits
-        return v != nullptr && v[0] == '1';
-      }();
-      if (index == 0 && cluster_default) index = Tiles::CLUSTER_VARIANT;
-      if (index >= Tiles::CLUSTER_VARIANT && !Tiles::cluster_fits(p)) index = 0;
+      if (index == 0 && !p.causal && !masked && !softcap) {
+        if (Tiles::clusters_pay(p)) {
+          index = Tiles::CLUSTER_VARIANT;
+        } else if (Tiles::wide_blocks_pay(p.kv_len)) {
+          index = Tiles::WIDE_VARIANT;
+        }
+      }
+      // A forced cluster tile (attention_set_tile_variant) where it can't run: variant 0.
+      if (index > Tiles::FIRST_BASIC && !Tiles::cluster_fits(p)) index = 0;
     }
     if constexpr (D.value == 64) {
       const int rows = index == 0                             ? d64_rows(p)

@@ -25,8 +25,9 @@
 // the next tile's Q load overlap the matrix work. The tiles come in a computed
 // order (persistent_tile) or, for causal inputs given a workspace, drawn from
 // an atomic counter (FlashArgs::tile_counter, zeroed before the launch): the
-// issuing thread draws and passes each tile on through a shared-memory ring. No thread-block clusters:
-// CUDA-graph updates of this kernel need no re-instantiation.
+// issuing thread draws and passes each tile on through a shared-memory ring. CLUSTER configs
+// launch thread-block clusters: CUDA graphs holding them are instantiated anew, never updated
+// in place (GraphCache).
 #pragma once
 
 #include <cstdint>
@@ -58,7 +59,7 @@ struct TmaMaps {
 // (their o_empty wait): three slots would do.
 inline constexpr int TILE_RING = 4;
 
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER_CTAS = 1, bool WG_RELEASE = false>
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER_CTAS = 1, bool WG_RELEASE = true>
 struct HopperWsConfig {
   static constexpr const char* NAME = CLUSTER_CTAS > 1 ? "flash_fwd_ws_pingpong_c2"
                                       : PINGPONG       ? "flash_fwd_ws_pingpong"
@@ -67,10 +68,10 @@ struct HopperWsConfig {
   // launcher's grid and persistent_tile's order); each CTA loads its share of every K / V
   // block's 64-column atoms and multicasts it to all, and a stage is free once every CTA's
   // consumers have released it (FlashAttention-3's non-causal d128 forward). Non-causal,
-  // unmasked inputs only, no drawn tiles.
+  // unmasked inputs only, no drawn tiles. WG_RELEASE: one warp of each consumer warpgroup
+  // releases a stage in each CTA, as CUTLASS's PipelineTmaAsync does in clusters; else every
+  // consumer warp does.
   static constexpr int CLUSTER = CLUSTER_CTAS;
-  // CLUSTER: a K / V stage released by one warp of each consumer warpgroup per CTA of the
-  // cluster (CUTLASS's PipelineTmaAsync in clusters) instead of by every consumer warp.
   static constexpr bool RELEASE_BY_WARPGROUP = WG_RELEASE && CLUSTER > 1;
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && PINGPONG && D / 64 % CLUSTER == 0), "clusters of two, d128 ping-pong");
   static_assert(STAGES >= 2, "K/V ring of two or more stages");
@@ -254,7 +255,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(k_full + st, 1);
       mbar_init(v_full + st, 1);
-      // every CTA's consumer warps (RELEASE_BY_WARPGROUP: warpgroups)
+      // Every CTA's consumer warps (RELEASE_BY_WARPGROUP: warpgroups).
       constexpr int KV_RELEASES = (CFG::RELEASE_BY_WARPGROUP ? CONSUMERS : CONSUMER_WARPS) * CFG::CLUSTER;
       mbar_init(k_empty + st, KV_RELEASES);
       mbar_init(v_empty + st, KV_RELEASES);
@@ -493,10 +494,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     auto release = [&](uint64_t* bar) {
       if (lane == 0) mbar_arrive(bar);  // wgmma waits are warp-wide: the whole warp is past its reads
     };
-    // A K / V stage: CLUSTER, lane r releases it in CTA r (whose loads fill this CTA's copy too).
+    // A K / V stage. CLUSTER: warp r of each consumer warpgroup releases it in CTA r (whose loads
+    // fill this CTA's copy too); that warp's wgmma wait covers its warpgroup's product, whose
+    // operands the four warps read together (CUTLASS's spread_arrivals_to_warpgroup relies on the
+    // same). Otherwise lane r of every consumer warp releases it in CTA r.
     auto release_kv = [&](uint64_t* bar) {
       if constexpr (CFG::RELEASE_BY_WARPGROUP) {
-        // Warp r of the warpgroup in CTA r: its wgmma wait covers the warpgroup's product.
         if (lane == 0 && (cw & 3) < CFG::CLUSTER) mbar_arrive_cluster(bar, uint32_t(cw & 3));
       } else if constexpr (CFG::CLUSTER > 1) {
         if (lane < CFG::CLUSTER) mbar_arrive_cluster(bar, uint32_t(lane));

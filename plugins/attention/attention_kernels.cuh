@@ -510,7 +510,7 @@ template <int MT, int NT, bool MASKED, bool SOFTCAP = true>
 __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const FlashArgs& a, const BlockWork& w,
                                                int warp_m0, int n0, int g, int t) {
   scale_scores<MT, NT, SOFTCAP>(s, a, w);
-  const bool need_mask = MASKED || n0 + NT * 8 > a.kv_len || (a.causal == 1 && n0 + NT * 8 - 1 > warp_m0 + a.causal_offset);  // PROBE: 2 skips the mask
+  const bool need_mask = MASKED || n0 + NT * 8 > a.kv_len || (a.causal && n0 + NT * 8 - 1 > warp_m0 + a.causal_offset);
   if (!need_mask) return;
   if constexpr (!MASKED) {
     // Bounds and the causal frontier only.

@@ -2,7 +2,6 @@
 // alignment and head-dim rules, AttentionParams -> FlashArgs, the launch with its
 // shared-memory opt-in, and kernel names.
 #pragma once
-#include <cstdlib>
 
 #include <algorithm>
 #include <atomic>
@@ -144,10 +143,6 @@ cudaError_t max_cluster_ctas(int device, int* most) {
 template <typename CFG, auto KERNEL, typename... Extra>
 cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const Extra&... extra) {
   FlashArgs a = make_args(p, CFG::BLOCK_M, CFG::Q_BY_TMA);
-  {  // PROBE (branch only): causal blocks without their mask (wrong results, the same blocks)
-    static const bool nomask = std::getenv("TRT_FASTOPS_PROBE_NOMASK") != nullptr;
-    if (nomask && a.causal) a.causal = 2;
-  }
   auto kernel = KERNEL;
   LaunchDevice dev;
   if (const cudaError_t err = current_launch_device(&dev); err != cudaSuccess) return err;

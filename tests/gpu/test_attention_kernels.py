@@ -801,6 +801,15 @@ def test_path_choice(kernel_path):
                 ql, kl, vl = make_inputs(1, 2, 2, 64, skv, 128, 128, torch.float16)
                 assert (",n176," in _kernel_name(ql, kl, vl)) == wide, skv
                 assert ",n128," in _kernel_name(ql, kl, vl, causal=True)
+            # From 12k keys, non-causal, with an even count of whole 128-row query tiles a head: the
+            # 176-key tile in clusters of two CTAs sharing K / V.
+            for sq, skv, clustered in ((256, 16384, True), (512, 12288, True), (256, 8192, False),
+                                       (384, 16384, False), (200, 16384, False)):
+                qc, kc, vc = make_inputs(1, 2, 2, sq, skv, 128, 128, torch.float16)
+                name = _kernel_name(qc, kc, vc)
+                assert name.startswith("flash_fwd_ws_pingpong_c2<") == clustered, (sq, skv, name)
+                assert ",n176," in name or not clustered, name
+                assert "_c2<" not in _kernel_name(qc, kc, vc, causal=True)
         # d256 has no warp-specialised tile: the plain wgmma kernel takes it.
         q2, k2, v2 = make_inputs(1, 2, 2, 64, 64, 256, 256, torch.float16)
         assert _kernel_name(q2, k2, v2).startswith("flash_fwd_wgmma<")
