@@ -58,13 +58,11 @@ CASES = [
     # tiles go to the 68 CTAs that run a second tile (persistent_tile's balance_ways).
     ("persistent-dealt", "float16", 1, 100, 100, 200, 200, 128, 128, {}),
     # Non-causal d128 with an even count of query tiles a head: the 176-key tile in clusters of
-    # two CTAs (K / V multicast), forced (attention_set_tile_variant; by default it takes 12k keys
-    # or more): keys past a block, GQA, more tiles than SMs, a grid of four tiles; and its build
-    # whose every consumer warp releases a stage (variant 5).
+    # two CTAs (K / V multicast), forced (attention_set_tile_variant; by default it takes 8k keys
+    # or more): keys past a block, GQA, more tiles than SMs, and a grid of four tiles.
     ("cluster-d128", "float16", 2, 8, 8, 512, 300, 128, 128, dict(variant=4)),
     ("cluster-d128-gqa", "bfloat16", 3, 16, 4, 1024, 1000, 128, 128, dict(variant=4)),
     ("cluster-d128-small", "float16", 1, 2, 2, 256, 256, 128, 128, dict(variant=4)),
-    ("cluster-d128-warps", "bfloat16", 3, 16, 4, 1024, 1000, 128, 128, dict(variant=5)),
     # Non-causal whole tiles: 200 tiles of 128 rows on 100 CTAs of two (even_round_grid).
     ("persistent-even", "float16", 1, 200, 200, 128, 128, 128, 128, {}),
     # Causal, offset -300: empty tiles (all rows fully masked) between computed ones.

@@ -51,13 +51,15 @@ template <>
 struct HopperTiles<128> {
   using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 128, 2, 2, false>,
                               HopperWsConfig<128, 176, 2, 2, true>, HopperConfig<128, 64, 2>,
-                              HopperWsConfig<128, 176, 2, 2, true, 2>, HopperWsConfig<128, 176, 2, 2, true, 2, false>>;
+                              HopperWsConfig<128, 176, 2, 2, true, 2>>;
   static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1;
   // The 176-key tile in clusters of two CTAs sharing each K / V block (TMA multicast; FA3's
   // non-causal d128 kernel), for non-causal unmasked inputs without softcap whose heads have an
-  // even count of whole query tiles, from CLUSTER_MIN_KEYS keys (clusters_pay).
+  // even count of whole query tiles (cluster_fits), from CLUSTER_MIN_KEYS keys (clusters_pay).
+  // Against variant 0 (H200, settled, interleaved): 1k keys -5 %, 4k -2.5 to -4.5 %, 8k +4-5.5 %,
+  // 12k +1.3-1.9 %, 16k +0.3-3.7 %, 32k +0.1-0.3 % (bench/NOTES-attention.md item 85).
   static constexpr int CLUSTER_VARIANT = 4;
-  static constexpr int64_t CLUSTER_MIN_KEYS = 12288;
+  static constexpr int64_t CLUSTER_MIN_KEYS = 8192;
   static bool cluster_fits(const AttentionParams& p) {
     constexpr int64_t BM = std::tuple_element_t<CLUSTER_VARIANT, Variants>::BLOCK_M;
     return !p.causal && p.mask_kind == MaskKind::none && !(p.softcap > 0.f) && p.q_len % BM == 0 &&
@@ -86,15 +88,15 @@ struct HopperTiles<256> {
 
 template <typename CFG>
 constexpr bool is_warp_specialised = false;
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER, bool WG>
-constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER, WG>> = true;
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER>
+constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER>> = true;
 // Warp-specialised tiles with a key-row build per mask type (typed_key_row_mask);
 // the three-consumer tile, for grids of several tiles per SM, keeps one build
 // (typed, its 160-register consumers spill).
 template <typename CFG>
 constexpr bool typed_key_row_build = false;
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER, bool WG>
-constexpr bool typed_key_row_build<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER, WG>> = CONSUMERS < 3;
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER>
+constexpr bool typed_key_row_build<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER>> = CONSUMERS < 3;
 
 // The driver's tensor-map encoder, looked up once (no link-time libcuda dependency).
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -243,8 +245,9 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
           index = Tiles::WIDE_VARIANT;
         }
       }
-      // A forced cluster tile (attention_set_tile_variant) where it can't run: variant 0.
-      if (index > Tiles::FIRST_BASIC && !Tiles::cluster_fits(p)) index = 0;
+      // The cluster tile forced (attention_set_tile_variant) where it can't run: the same tile
+      // without clusters (the same results: a tile's arithmetic doesn't depend on its cluster).
+      if (index == Tiles::CLUSTER_VARIANT && !Tiles::cluster_fits(p)) index = Tiles::WIDE_VARIANT;
     }
     if constexpr (D.value == 64) {
       const int rows = index == 0                             ? d64_rows(p)

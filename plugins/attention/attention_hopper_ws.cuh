@@ -59,7 +59,7 @@ struct TmaMaps {
 // (their o_empty wait): three slots would do.
 inline constexpr int TILE_RING = 4;
 
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER_CTAS = 1, bool WG_RELEASE = true>
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER_CTAS = 1>
 struct HopperWsConfig {
   static constexpr const char* NAME = CLUSTER_CTAS > 1 ? "flash_fwd_ws_pingpong_c2"
                                       : PINGPONG       ? "flash_fwd_ws_pingpong"
@@ -67,12 +67,10 @@ struct HopperWsConfig {
   // CLUSTER > 1: CTAs in clusters of that many, on neighbouring query tiles of one head (the
   // launcher's grid and persistent_tile's order); each CTA loads its share of every K / V
   // block's 64-column atoms and multicasts it to all, and a stage is free once every CTA's
-  // consumers have released it (FlashAttention-3's non-causal d128 forward). Non-causal,
-  // unmasked inputs only, no drawn tiles. WG_RELEASE: one warp of each consumer warpgroup
-  // releases a stage in each CTA, as CUTLASS's PipelineTmaAsync does in clusters; else every
-  // consumer warp does.
+  // consumer warpgroups have released it, one warp of each in each CTA (CUTLASS's
+  // PipelineTmaAsync in clusters; FlashAttention-3's non-causal d128 forward). Non-causal,
+  // unmasked inputs only, no drawn tiles.
   static constexpr int CLUSTER = CLUSTER_CTAS;
-  static constexpr bool RELEASE_BY_WARPGROUP = WG_RELEASE && CLUSTER > 1;
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && PINGPONG && D / 64 % CLUSTER == 0), "clusters of two, d128 ping-pong");
   static_assert(STAGES >= 2, "K/V ring of two or more stages");
   static constexpr int HEAD_DIM = D, BLOCK_M = 64 * CONSUMERS, BLOCK_N = BN, NUM_WARPS = 4 * (CONSUMERS + 1);
@@ -255,8 +253,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(k_full + st, 1);
       mbar_init(v_full + st, 1);
-      // Every CTA's consumer warps (RELEASE_BY_WARPGROUP: warpgroups).
-      constexpr int KV_RELEASES = (CFG::RELEASE_BY_WARPGROUP ? CONSUMERS : CONSUMER_WARPS) * CFG::CLUSTER;
+      // This CTA's consumer warps, or (CLUSTER) every CTA's consumer warpgroups.
+      constexpr int KV_RELEASES = CFG::CLUSTER > 1 ? CONSUMERS * CFG::CLUSTER : CONSUMER_WARPS;
       mbar_init(k_empty + st, KV_RELEASES);
       mbar_init(v_empty + st, KV_RELEASES);
     }
@@ -497,12 +495,11 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     // A K / V stage. CLUSTER: warp r of each consumer warpgroup releases it in CTA r (whose loads
     // fill this CTA's copy too); that warp's wgmma wait covers its warpgroup's product, whose
     // operands the four warps read together (CUTLASS's spread_arrivals_to_warpgroup relies on the
-    // same). Otherwise lane r of every consumer warp releases it in CTA r.
+    // same). Lane r of every consumer warp releasing it in CTA r ran level to 2.5 % slower
+    // (NOTES item 85).
     auto release_kv = [&](uint64_t* bar) {
-      if constexpr (CFG::RELEASE_BY_WARPGROUP) {
+      if constexpr (CFG::CLUSTER > 1) {
         if (lane == 0 && (cw & 3) < CFG::CLUSTER) mbar_arrive_cluster(bar, uint32_t(cw & 3));
-      } else if constexpr (CFG::CLUSTER > 1) {
-        if (lane < CFG::CLUSTER) mbar_arrive_cluster(bar, uint32_t(lane));
       } else {
         release(bar);
       }

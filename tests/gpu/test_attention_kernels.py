@@ -64,7 +64,8 @@ def kernel_path(request):
     otherwise take 64 rows, so the others' key-padding paths, the packed mask of the 192-row tile
     and the unpacked one of the 128-row tile, run here; masks that are not key padding take 128
     rows; the four-consumer 256-row tile takes unmasked inputs without softcap; at d128 'auto-m192'
-    forces tile variant 2, the 176-key tile, on every input),
+    forces tile variant 2, the 176-key tile, on every input, and 'auto-m256' variant 4, that tile in
+    two-CTA clusters where a head's 128-row query tiles are whole and even, else unclustered),
     'auto-consumer-store' (the same with the output stored by the consumer warps, the kernel's
     fallback where the output has no tensor map), 'wgmma' (the plain wgmma kernel forced) and
     'sm80' (the mma.sync kernel forced)."""
@@ -801,9 +802,9 @@ def test_path_choice(kernel_path):
                 ql, kl, vl = make_inputs(1, 2, 2, 64, skv, 128, 128, torch.float16)
                 assert (",n176," in _kernel_name(ql, kl, vl)) == wide, skv
                 assert ",n128," in _kernel_name(ql, kl, vl, causal=True)
-            # From 12k keys, non-causal, with an even count of whole 128-row query tiles a head: the
+            # From 8k keys, non-causal, with an even count of whole 128-row query tiles a head: the
             # 176-key tile in clusters of two CTAs sharing K / V.
-            for sq, skv, clustered in ((256, 16384, True), (512, 12288, True), (256, 8192, False),
+            for sq, skv, clustered in ((256, 8192, True), (512, 12288, True), (256, 4096, False),
                                        (384, 16384, False), (200, 16384, False)):
                 qc, kc, vc = make_inputs(1, 2, 2, sq, skv, 128, 128, torch.float16)
                 name = _kernel_name(qc, kc, vc)
