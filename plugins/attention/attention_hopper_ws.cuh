@@ -297,17 +297,15 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         }
         const int next = drawn ? atomicAdd(a.tile_counter, 1) + int(gridDim.x) : 0;
         BlockWork w = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
-        // A K or V block's 64-column atoms: all of them, or (CLUSTER) this CTA's share, multicast.
-        auto load_atoms = [&](T* dst, const CUtensorMap* map, uint64_t* bar, int nb) {
+        // CLUSTER: this CTA's share of a K or V block's 64-column atoms, multicast to every CTA.
+        // (Without clusters load_kv keeps its own loops: through this lambda ptxas ordered the
+        // producer's code differently, where now every kernel without clusters is as before.)
+        auto multicast_share = [&](T* dst, const CUtensorMap* map, uint64_t* bar, int nb) {
 #pragma unroll
           for (int at = 0; at < ATOMS; ++at) {
-            if constexpr (CFG::CLUSTER > 1) {
-              if (at % CFG::CLUSTER == int(cta_rank))
-                tma_load_4d_multicast(dst + at * BN * 64, map, bar, uint16_t((1u << CFG::CLUSTER) - 1), at * 64,
-                                      nb * BN, w.kvh, w.b);
-            } else {
-              tma_load_4d(dst + at * BN * 64, map, bar, at * 64, nb * BN, w.kvh, w.b);
-            }
+            if (at % CFG::CLUSTER == int(cta_rank))
+              tma_load_4d_multicast(dst + at * BN * 64, map, bar, uint16_t((1u << CFG::CLUSTER) - 1), at * 64,
+                                    nb * BN, w.kvh, w.b);
           }
         };
         auto load_kv = [&](int nb) {
@@ -316,10 +314,22 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           T* s_v = s_k + CFG::TILE_KV;
           if (round > 0) mbar_wait(k_empty + st, (round - 1) & 1);
           mbar_arrive_expect_tx(k_full + st, KV_BYTES);  // CLUSTER: the whole block, every CTA's share
-          load_atoms(s_k, &maps.k, k_full + st, nb);
+          if constexpr (CFG::CLUSTER > 1) {
+            multicast_share(s_k, &maps.k, k_full + st, nb);
+          } else {
+#pragma unroll
+            for (int at = 0; at < ATOMS; ++at)
+              tma_load_4d(s_k + at * BN * 64, &maps.k, k_full + st, at * 64, nb * BN, w.kvh, w.b);
+          }
           if (round > 0) mbar_wait(v_empty + st, (round - 1) & 1);
           mbar_arrive_expect_tx(v_full + st, KV_BYTES);
-          load_atoms(s_v, &maps.v, v_full + st, nb);
+          if constexpr (CFG::CLUSTER > 1) {
+            multicast_share(s_v, &maps.v, v_full + st, nb);
+          } else {
+#pragma unroll
+            for (int at = 0; at < ATOMS; ++at)
+              tma_load_4d(s_v + at * BN * 64, &maps.v, v_full + st, at * 64, nb * BN, w.kvh, w.b);
+          }
           ++kv;
         };
         if (it > 0) mbar_wait(q_empty, (it - 1) & 1);
