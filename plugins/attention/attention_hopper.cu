@@ -56,7 +56,7 @@ struct HopperTiles<128> {
   // The 176-key tile in clusters of two CTAs sharing each K / V block (TMA multicast; FA3's
   // non-causal d128 kernel), for non-causal unmasked inputs without softcap whose heads have an
   // even count of whole query tiles (cluster_fits), from CLUSTER_MIN_KEYS keys (clusters_pay).
-  // Against variant 0 (H200, settled, interleaved): 1k keys -5 %, 4k -2.5 to -4.5 %, 8k +4-5.5 %,
+  // Against variant 0 (H200, settled, interleaved): 1k keys -5 %, 4k -1 to -4.5 %, 8k +3.4-5.5 %,
   // 12k +1.3-1.9 %, 16k +0.3-3.7 %, 32k +0.1-0.3 % (bench/NOTES-attention.md item 85).
   static constexpr int CLUSTER_VARIANT = 4;
   static constexpr int64_t CLUSTER_MIN_KEYS = 8192;

@@ -505,8 +505,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     // A K / V stage. CLUSTER: warp r of each consumer warpgroup releases it in CTA r (whose loads
     // fill this CTA's copy too); that warp's wgmma wait covers its warpgroup's product, whose
     // operands the four warps read together (CUTLASS's spread_arrivals_to_warpgroup relies on the
-    // same). Lane r of every consumer warp releasing it in CTA r ran level to 2.5 % slower
-    // (NOTES item 85).
+    // same). Lane r of every consumer warp releasing it in CTA r ran 0.5 % faster to 2.6 %
+    // slower (bench/NOTES-attention.md item 85).
     auto release_kv = [&](uint64_t* bar) {
       if constexpr (CFG::CLUSTER > 1) {
         if (lane == 0 && (cw & 3) < CFG::CLUSTER) mbar_arrive_cluster(bar, uint32_t(cw & 3));
