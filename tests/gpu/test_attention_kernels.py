@@ -755,6 +755,35 @@ def test_drawn_tiles_in_cuda_graph():
     assert all(torch.equal(o, expected) for o in outs)
 
 
+def test_cluster_tile_under_the_graph_cache(kernel_path):
+    # The two-CTA cluster tile (d128 non-causal from 8k keys) captured by the native graph cache:
+    # replayed with the same buffers, and with other buffers instantiated anew rather than
+    # updated in place (cluster launches, issue 7); every run matches the uncaptured launch.
+    if kernel_path != "auto":
+        pytest.skip("the default tile choice only")
+    q, k, v = make_inputs(1, 2, 2, 256, 8192, 128, 128, torch.float16, seed=46)
+    name = _kernel_name(q, k, v)
+    if not name.startswith("flash_fwd_ws_pingpong_c2<"):
+        pytest.skip(f"no cluster tile on this device/build ({name})")
+    expected = torch.full_like(q, math.nan)
+    _forward_raw(q, k, v, expected, scale=0.125)
+    torch.cuda.synchronize()
+    assert not torch.isnan(expected).any()
+    stream, cache = _C.CudaStream(0), _C.GraphCache(2)
+    outs = [torch.full_like(q, math.nan) for _ in range(2)]
+    runs = []
+    for out in (outs[0], outs[0], outs[1]):
+        out.fill_(math.nan)
+        torch.cuda.synchronize()
+        launch = lambda s, out=out: _forward_raw(q, k, v, out, scale=0.125, stream=s)  # noqa: E731
+        runs.append(cache.run(0, [[1, 2, 256, 8192, 128]], [out.data_ptr()], launch, stream.handle))
+        stream.synchronize()
+        assert torch.equal(out, expected)
+    assert runs == ["captured", "replayed", "reinstantiated"]
+    assert cache.uses_clusters(0, [[1, 2, 256, 8192, 128]])
+    assert (cache.stats()["cluster_reinstantiations"], cache.stats()["updates"]) == (1, 0)
+
+
 def test_64k_keys_stay_accurate():
     q, k, v = make_inputs(1, 2, 2, 64, 65536, 128, 128, torch.bfloat16, seed=64)
     check(q, k, v)
