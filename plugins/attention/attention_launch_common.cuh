@@ -107,6 +107,25 @@ struct ClusterOf : std::integral_constant<int, 1> {};
 template <typename CFG>
 struct ClusterOf<CFG, std::void_t<decltype(CFG::CLUSTER)>> : std::integral_constant<int, CFG::CLUSTER> {};
 
+// A launch of `blocks` CTAs of CFG's kernel on `stream` in clusters of ClusterOf<CFG> CTAs
+// (`attr`: the configuration's one attribute, the cluster shape).
+template <typename CFG>
+cudaLaunchConfig_t cluster_launch_config(unsigned blocks, cudaStream_t stream, cudaLaunchAttribute* attr) {
+  *attr = cudaLaunchAttribute{};
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = ClusterOf<CFG>::value;
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks, 1, 1);
+  cfg.blockDim = dim3(CFG::THREADS, 1, 1);
+  cfg.dynamicSmemBytes = CFG::SMEM_BYTES;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 // The most CTAs of KERNEL that run at once in clusters of CL (cudaOccupancyMaxActiveClusters:
 // an SM count that some GPCs leave odd loses an SM), asked once per device.
 template <typename CFG, auto KERNEL>
@@ -118,17 +137,8 @@ cudaError_t max_cluster_ctas(int device, int* most) {
     *most = int(known & 0xffffffff);
     return cudaSuccess;
   }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(CL, 1, 1);
-  cfg.blockDim = dim3(CFG::THREADS, 1, 1);
-  cfg.dynamicSmemBytes = CFG::SMEM_BYTES;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = CL;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_launch_config<CFG>(CL, nullptr, &attr);
   int clusters = 0;
   if (const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, KERNEL, &cfg); err != cudaSuccess) return err;
   if (clusters <= 0) return cudaErrorInvalidConfiguration;
@@ -222,18 +232,8 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     }
   }
   if constexpr (ClusterOf<CFG>::value > 1) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned(blocks), 1, 1);
-    cfg.blockDim = dim3(CFG::THREADS, 1, 1);
-    cfg.dynamicSmemBytes = CFG::SMEM_BYTES;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = ClusterOf<CFG>::value;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = cluster_launch_config<CFG>(unsigned(blocks), stream, &attr);
     if (const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a, extra...); err != cudaSuccess) return err;
     return cudaGetLastError();
   } else {
