@@ -111,15 +111,13 @@ def run_case(torch, check, make_inputs, forced_schedule, case) -> None:
         dead = torch.arange(skv, device="cuda").view(1, 1, 1, skv) >= lengths
         additive = torch.zeros(dead.shape, dtype=dt, device="cuda").masked_fill(dead, -10000.0)
         kw["mask"] = ~dead if mask == "padding-bool" else additive
-    if skv == 0:
-        from trt_fastops import ops
+    from trt_fastops import ops
 
+    if skv == 0:
         out = ops.attention(q, k, v)
         torch.cuda.synchronize()
         assert torch.count_nonzero(out) == 0
         return
-    from trt_fastops import ops
-
     native = ops._native()
     previous = native.attention_set_tile_variant(opt["variant"]) if "variant" in opt else None
     try:
