@@ -166,13 +166,18 @@ __device__ __forceinline__ int persistent_tile(const FlashArgs& a, int it, int t
 // Key blocks consumer c's 64 rows of a tile (rows from m0) read: a prefix of
 // the tile's n_blocks, shorter near the causal diagonal for all but the last
 // consumer, none for rows wholly outside [0, q_len) (m_shift's padding before
-// row 0, the last tile's past q_len).
+// row 0, the last tile's past q_len). narrow: none of those rows sees a key in
+// the second half of the last of them (the causal diagonal, the keys' end).
 template <int BN>
-__device__ __forceinline__ int consumer_blocks(const FlashArgs& a, int m0, int c, int n_blocks) {
+__device__ __forceinline__ int consumer_blocks(const FlashArgs& a, int m0, int c, int n_blocks, bool& narrow) {
+  narrow = false;
   const int r0 = max(m0 + 64 * c, 0), r1 = min(m0 + 64 * c + 64, a.q_len);
   if (r0 >= r1) return 0;
   const int last = last_visible_key<false>(a, r1 - 1);  // of the consumer's last row
-  return last < 0 ? 0 : min(n_blocks, last / BN + 1);
+  if (last < 0) return 0;
+  const int nc = min(n_blocks, last / BN + 1);
+  narrow = nc == last / BN + 1 && last % BN < BN / 2;
+  return nc;
 }
 
 // Persistent: CTA c runs tiles persistent_tile(0), persistent_tile(1), ... in
@@ -236,6 +241,14 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   constexpr bool row_chain = tie_wait && D == 128;
   constexpr bool mma_sum = CFG::SUM_BY_MMA && !MASKED;
   constexpr int DO = DT + (mma_sum ? 1 : 0);  // o's column tiles: the last holds the row sums
+  // A consumer's last key block whose second half none of its rows sees (consumer_blocks'
+  // narrow: half the consumers' diagonal blocks in causal tiles) runs its score preparation,
+  // softmax and P V on its first half only (its S stays whole: see issue_s). d64's unmasked
+  // 128-key tiles of one and three consumers: causal 512 - 2k +2-3 % (bench/NOTES-attention.md
+  // item 87). d128 read -0.5 % non-causal, where no block is narrow (its loop's code grew), and
+  // the two-consumer d64 tile spilled 4 bytes; masked kernels walk the tile's blocks, not the
+  // consumer's.
+  constexpr bool narrow_blocks = !MASKED && D == 64 && BN == 128 && CONSUMERS != 2;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const uint32_t cta_rank = CFG::CLUSTER > 1 ? cluster_cta_rank() : 0;
@@ -466,7 +479,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) desc_qs[kk] = __shfl_sync(0xffffffffu, q_desc(kk), 0);
     }
-    // S = Q K^T from stage st (K-major A and B), written fresh (no accumulation).
+    // S = Q K^T from stage st (K-major A and B), written fresh (no accumulation). Always the
+    // whole block: a narrow block's S as m64n64 products into s's first half had ptxas
+    // serialise every wgmma of the kernel (C7511 / C7515).
     auto issue_s = [&](float (&s)[1][NT][4], int st) {
       const T* s_k = s_kv + 2 * st * CFG::TILE_KV;
       const uint64_t desc_k0 = sw128_desc(s_k, 16);
@@ -480,14 +495,28 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     // O += P V from stage st: 16 keys per step; V's 64-wide column atoms are BN * 128 bytes apart.
     // mma_sum: DO * 8 = D + 8 columns, the last 8 from the ones' atom, a leading byte offset past
     // V's that shrinks as each step's start moves on, so all steps read the same 16 rows of ones.
-    auto issue_pv = [&](const uint32_t (&ap)[NT / 2][1][4], int st) {
+    // narrow: the block's first BN / 2 keys only. Fenced and committed here, so no branch falls
+    // between a fence and its commit.
+    auto issue_pv = [&](const uint32_t (&ap)[NT / 2][1][4], int st, bool narrow) {
       const T* s_v = s_kv + (2 * st + 1) * CFG::TILE_KV;
       const uint64_t desc_v0 = sw128_desc(s_v, mma_sum ? uint32_t(s_ones - s_v) * sizeof(T) : BN * 128);
+      auto step = [&](int ks) {
+        const uint32_t bytes = ks * 16 * 64 * sizeof(T);
+        Wgmma<DO * 8, T>::rs(o[0], ap[ks][0], mma_sum ? desc_advance_lbo(desc_v0, bytes) : desc_advance(desc_v0, bytes));
+      };
+      if constexpr (narrow_blocks) {
+        if (narrow) {
+          wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks) {
-        const uint32_t step = ks * 16 * 64 * sizeof(T);
-        Wgmma<DO * 8, T>::rs(o[0], ap[ks][0], mma_sum ? desc_advance_lbo(desc_v0, step) : desc_advance(desc_v0, step));
+          for (int ks = 0; ks < BN / 32; ++ks) step(ks);
+          wgmma_commit();
+          return;
+        }
       }
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < BN / 16; ++ks) step(ks);
+      wgmma_commit();
     };
     // PINGPONG turns: consumer c waits on barrier 1 + c before issuing its
     // matrix products and then lets consumer c + 1 (mod CONSUMERS) go. The
@@ -533,7 +562,15 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         if (nb >= zero_blocks) load_key_row_mask<NT, MASK>(km, a, w_cur, nb * BN, t, mask_unit());
       }
     };
-    auto prepare = [&](float (&s)[1][NT][4], int nb) {
+    // The block's scores prepared, then its softmax; narrow: of its first BN / 2 keys only.
+    auto softmax_block = [&](float (&s)[1][NT][4], float (&alpha)[1][2], int nb, bool narrow) {
+      if constexpr (narrow_blocks) {
+        if (narrow) {
+          prepare_scores<1, NT, MASKED, SOFTCAP, NT / 2>(s, a, w_cur, w_cur.m0 + warp_row0, nb * BN, g, t);
+          softmax_update<1, NT, row_chain, !mma_sum, NT / 2>(s, row_max, row_sum, w_cur.exp_scale, alpha);
+          return;
+        }
+      }
       if constexpr (key_row) {
         if (nb < zero_blocks) {
           prepare_scores<1, NT, false, SOFTCAP>(s, a, w_cur, w_cur.m0 + warp_row0, nb * BN, g, t);
@@ -548,6 +585,13 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       } else {
         prepare_scores<1, NT, MASKED, SOFTCAP>(s, a, w_cur, w_cur.m0 + warp_row0, nb * BN, g, t);
       }
+      softmax_update<1, NT, row_chain, !mma_sum>(s, row_max, row_sum, w_cur.exp_scale, alpha);
+    };
+    auto pack = [&](const float (&s)[1][NT][4], uint32_t (&ap)[NT / 2][1][4], bool narrow) {
+      if constexpr (narrow_blocks) {
+        if (narrow) return pack_p<T, 1, NT, NT / 2>(s, ap);
+      }
+      pack_p<T, 1, NT>(s, ap);
     };
 
     int kv = 0;
@@ -594,7 +638,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       // register for the second count (they spilled). From cg_uniform: a loop
       // bound ptxas can't prove warp-uniform took the loop's wgmma descriptors
       // off the uniform datapath (R2UR before every wgmma, 5-8 % slower).
-      const int nc = MASKED ? w.n_blocks : consumer_blocks<BN>(a, w.m0, cg_uniform, w.n_blocks);
+      bool narrow = false;  // the consumer's last block is narrow (narrow_blocks)
+      const int nc = MASKED ? w.n_blocks : consumer_blocks<BN>(a, w.m0, cg_uniform, w.n_blocks, narrow);
+      narrow = narrow_blocks && narrow;
       if (nc == 0) {
         release(q_empty);
       } else {
@@ -614,11 +660,11 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         pin_registers<NT>(s[0]);
         release_kv(k_empty + st);
         if (nc == 1) release(q_empty);  // the next tile's Q may land now
-        prepare(s, 0);
-        softmax_update<1, NT, row_chain, !mma_sum>(s, row_max, row_sum, w.exp_scale, alpha);  // o is still zero: nothing to rescale
-        pack_p<T, 1, NT>(s, ap);
+        softmax_block(s, alpha, 0, narrow && nc == 1);  // o is still zero: nothing to rescale
+        pack(s, ap, narrow && nc == 1);
 
-        for (int nb = 1; nb < nc; ++nb) {
+        // Block nb's S beside block nb - 1's P V, then block nb's softmax (narrow_s: its first half).
+        auto step = [&](int nb, bool narrow_s) {
           const int pst = st, pphase = (kv / STAGES) & 1;  // block nb - 1 (its P V is still to do)
           ++kv;
           st = kv % STAGES;
@@ -631,17 +677,14 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           // O to block nb - 1's max while S_nb runs (the fence orders these
           // writes before the P V product that accumulates into o).
           if (!late_rescale && nb > 1) rescale_o<1, DO>(o, alpha);
-          wgmma_fence();
-          issue_pv(ap, pst);
-          wgmma_commit();
+          issue_pv(ap, pst, false);
           turn_end();
           load_mask(nb);  // overlaps the S product
           wgmma_wait<1>();  // S_nb has landed; P_{nb-1} V_{nb-1} may still run
           pin_registers<NT>(s[0]);
           release_kv(k_empty + st);
           if (nb == nc - 1) release(q_empty);
-          prepare(s, nb);
-          softmax_update<1, NT, row_chain, !mma_sum>(s, row_max, row_sum, w.exp_scale, alpha);
+          softmax_block(s, alpha, nb, narrow_s);
           if constexpr (tie_wait) {
             // No max has these bits (FMNMX gives 0x7fffffff for NaN); were it ever taken, the
             // arrive would complete a phase nobody waits for.
@@ -651,15 +694,18 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           pin_registers<DO>(o[0]);
           if (late_rescale) rescale_o<1, DO>(o, alpha);  // o is at block nb - 1's max until here
           release_kv(v_empty + pst);
-          pack_p<T, 1, NT>(s, ap);
-        }
+          pack(s, ap, narrow_s);
+        };
+        // A narrow last block takes its step after the loop: the loop's code stays as it was (the
+        // narrow step inside it, behind a branch, ran the non-causal tiles 2-3 % slower).
+        const int steady_end = narrow && nc > 1 ? nc - 1 : nc;  // (nc == 1: the block above was it)
+        for (int nb = 1; nb < steady_end; ++nb) step(nb, false);
+        if (steady_end < nc) step(nc - 1, true);
 
         mbar_wait(v_full + st, (kv / STAGES) & 1);
         turn_begin();
         if (!late_rescale && nc > 1) rescale_o<1, DO>(o, alpha);
-        wgmma_fence();
-        issue_pv(ap, st);
-        wgmma_commit();
+        issue_pv(ap, st, narrow);
         turn_end();
         wgmma_wait<0>();
         pin_registers<DO>(o[0]);

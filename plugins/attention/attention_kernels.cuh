@@ -221,14 +221,15 @@ __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
 // Scores to log2 units when the kernel can't fold the scale into the
 // exponent (softcap, additive mask). The softcap test is uniform: outside the
 // loop, so the plain case never evaluates tanhf. SOFTCAP: block_work's.
-template <int MT, int NT, bool SOFTCAP = true>
+// NTU: the first NTU score tiles only (a narrow last block; see softmax_update).
+template <int MT, int NT, bool SOFTCAP = true, int NTU = NT>
 __device__ __forceinline__ void scale_scores(float (&s)[MT][NT][4], const FlashArgs& a, const BlockWork& w) {
   if (w.raw_scores) return;
   auto each = [&](auto f) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NTU; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][nt][e] = f(s[mt][nt][e]);
   };
@@ -506,11 +507,14 @@ __device__ __forceinline__ void apply_key_row_mask_packed(float (&s)[MT][NT][4],
 
 // Scores of one key block: to log2 units when needed, then every mask.
 // warp_m0: query row of the warp's first fragment row; n0: first key of the block.
-template <int MT, int NT, bool MASKED, bool SOFTCAP = true>
+// NTU (unmasked only): the block's first NTU * 8 keys only (a narrow last block).
+template <int MT, int NT, bool MASKED, bool SOFTCAP = true, int NTU = NT>
 __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const FlashArgs& a, const BlockWork& w,
                                                int warp_m0, int n0, int g, int t) {
-  scale_scores<MT, NT, SOFTCAP>(s, a, w);
-  const bool need_mask = MASKED || n0 + NT * 8 > a.kv_len || (a.causal && n0 + NT * 8 - 1 > warp_m0 + a.causal_offset);
+  static_assert(NTU == NT || !MASKED, "narrow blocks in the unmasked kernels only");
+  scale_scores<MT, NT, SOFTCAP, NTU>(s, a, w);
+  const bool need_mask =
+      MASKED || n0 + NTU * 8 > a.kv_len || (a.causal && n0 + NTU * 8 - 1 > warp_m0 + a.causal_offset);
   if (!need_mask) return;
   if constexpr (!MASKED) {
     // Bounds and the causal frontier only.
@@ -520,7 +524,7 @@ __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const Flas
       for (int hr = 0; hr < 2; ++hr) {
         const int last = last_visible_key<false>(a, warp_m0 + mt * 16 + g + hr * 8);
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+        for (int nt = 0; nt < NTU; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e)
             if (n0 + nt * 8 + 2 * t + e > last) s[mt][nt][hr * 2 + e] = NEG_INF;
@@ -569,7 +573,9 @@ __device__ __forceinline__ void prepare_scores(float (&s)[MT][NT][4], const Flas
 // exponentials instead of both maxima ahead of every exponential
 // (FlashAttention-3's order; d128 +1.3 %, d64 -0.4 %: NOTES item 77).
 // SUM false: row_sum is left alone (the caller's P V product sums the rows).
-template <int MT, int NT, bool ROW_CHAIN = false, bool SUM = true>
+// NTU: only the first NTU score tiles, where the others are masked for every
+// row (a narrow last block: their probabilities are zeros the caller never uses).
+template <int MT, int NT, bool ROW_CHAIN = false, bool SUM = true, int NTU = NT>
 __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&row_max)[MT][2], float (&row_sum)[MT][2],
                                                float exp_scale, float (&alpha)[MT][2]) {
 #pragma unroll
@@ -580,7 +586,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&ro
       float mx = row_max[mt][hr];
       if (ROW_CHAIN && hr == 1) mx = fmaxf(mx, fmaf(max0, 0.f, NEG_INF));
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][hr * 2], s[mt][nt][hr * 2 + 1]));
+      for (int nt = 0; nt < NTU; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][hr * 2], s[mt][nt][hr * 2 + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       max0 = mx;
@@ -589,7 +595,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[MT][NT][4], float (&ro
       row_max[mt][hr] = mx;
       float sum = SUM ? row_sum[mt][hr] * alpha[mt][hr] : 0.f;
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
+      for (int nt = 0; nt < NTU; ++nt) {
         const float p0 = fast_exp2(fmaf(s[mt][nt][hr * 2], exp_scale, -m_use));
         const float p1 = fast_exp2(fmaf(s[mt][nt][hr * 2 + 1], exp_scale, -m_use));
         s[mt][nt][hr * 2] = p0;
@@ -622,11 +628,11 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)
   rescale_o<MT, DT>(o, alpha);
 }
 
-// P (from the score accumulators) as m16k16 A fragments, one per 16 keys.
-template <typename T, int MT, int NT>
+// P (from the score accumulators) as m16k16 A fragments, one per 16 keys (NTU: of the first NTU * 8).
+template <typename T, int MT, int NT, int NTU = NT>
 __device__ __forceinline__ void pack_p(const float (&s)[MT][NT][4], uint32_t (&ap)[NT / 2][MT][4]) {
 #pragma unroll
-  for (int ks = 0; ks < NT / 2; ++ks)
+  for (int ks = 0; ks < NTU / 2; ++ks)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       ap[ks][mt][0] = pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);

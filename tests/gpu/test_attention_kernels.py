@@ -238,6 +238,19 @@ def test_causal_offset(sq, skv, offset, d):
     check(q, k, v, causal=True, causal_offset=offset)
 
 
+# A d64 consumer's last 128-key block whose second half none of its rows sees runs its softmax
+# and P V on the first 64 keys only: the last visible key at 63 / 64 of that block (non-causal:
+# the keys' end; causal: the diagonal moved by the offset), and a whole-block neighbour. d128
+# (no narrow blocks) checks the same boundaries.
+@pytest.mark.parametrize("sq,skv,causal,offset", [(256, 300, False, 0), (256, 320, False, 0), (256, 321, False, 0),
+                                                  (384, 384, True, 0), (384, 384, True, 63), (384, 384, True, 64),
+                                                  (384, 384, True, -1), (200, 520, True, 320)])
+@pytest.mark.parametrize("d,dtype", [(64, "float16"), (128, "bfloat16")])
+def test_narrow_last_block(sq, skv, causal, offset, d, dtype):
+    q, k, v = make_inputs(2, 4, 2, sq, skv, d, d, DTYPES[dtype], seed=sq + skv + offset)
+    check(q, k, v, causal=causal, causal_offset=offset)
+
+
 # ---------------------------------------------------------------------------
 # Masks: every broadcast form, bool and additive, short masks, fully masked rows.
 MASK_SHAPES = {
