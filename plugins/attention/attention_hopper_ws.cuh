@@ -245,9 +245,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   // narrow: half the consumers' diagonal blocks in causal tiles) runs its score preparation,
   // softmax and P V on its first half only (its S stays whole: see issue_s). d64's unmasked
   // 128-key tiles of one and three consumers: causal 512 - 2k +2-3 % (bench/NOTES-attention.md
-  // item 87). d128 read -0.5 % non-causal, where no block is narrow (its loop's code grew), and
-  // the two-consumer d64 tile spilled 4 bytes; masked kernels walk the tile's blocks, not the
-  // consumer's.
+  // item 87). d128 read -0.5 % non-causal, where no block is narrow (its kernel's code grew by a
+  // fifth), and the two-consumer d64 tile spilled 4 bytes; masked kernels walk the tile's
+  // blocks, not the consumer's.
   constexpr bool narrow_blocks = !MASKED && D == 64 && BN == 128 && CONSUMERS != 2;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -696,8 +696,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           release_kv(v_empty + pst);
           pack(s, ap, narrow_s);
         };
-        // A narrow last block takes its step after the loop: the loop's code stays as it was (the
-        // narrow step inside it, behind a branch, ran the non-causal tiles 2-3 % slower).
+        // A narrow last block takes its step after the loop, so the loop's code stays as it was
+        // (the narrow step inside it, behind a branch, ran non-causal tiles ~2 % slower).
         const int steady_end = narrow && nc > 1 ? nc - 1 : nc;  // (nc == 1: the block above was it)
         for (int nb = 1; nb < steady_end; ++nb) step(nb, false);
         if (steady_end < nc) step(nc - 1, true);
