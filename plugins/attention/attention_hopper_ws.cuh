@@ -500,7 +500,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     auto issue_pv = [&](const uint32_t (&ap)[NT / 2][1][4], int st, bool narrow) {
       const T* s_v = s_kv + (2 * st + 1) * CFG::TILE_KV;
       const uint64_t desc_v0 = sw128_desc(s_v, mma_sum ? uint32_t(s_ones - s_v) * sizeof(T) : BN * 128);
-      auto step = [&](int ks) {
+      auto pv_step = [&](int ks) {
         const uint32_t bytes = ks * 16 * 64 * sizeof(T);
         Wgmma<DO * 8, T>::rs(o[0], ap[ks][0], mma_sum ? desc_advance_lbo(desc_v0, bytes) : desc_advance(desc_v0, bytes));
       };
@@ -508,14 +508,14 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         if (narrow) {
           wgmma_fence();
 #pragma unroll
-          for (int ks = 0; ks < BN / 32; ++ks) step(ks);
+          for (int ks = 0; ks < BN / 32; ++ks) pv_step(ks);
           wgmma_commit();
           return;
         }
       }
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks) step(ks);
+      for (int ks = 0; ks < BN / 16; ++ks) pv_step(ks);
       wgmma_commit();
     };
     // PINGPONG turns: consumer c waits on barrier 1 + c before issuing its
@@ -660,8 +660,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         pin_registers<NT>(s[0]);
         release_kv(k_empty + st);
         if (nc == 1) release(q_empty);  // the next tile's Q may land now
-        softmax_block(s, alpha, 0, narrow && nc == 1);  // o is still zero: nothing to rescale
-        pack(s, ap, narrow && nc == 1);
+        const bool narrow0 = narrow && nc == 1;  // block 0 is the consumer's last
+        softmax_block(s, alpha, 0, narrow0);  // o is still zero: nothing to rescale
+        pack(s, ap, narrow0);
 
         // Block nb's S beside block nb - 1's P V, then block nb's softmax (narrow_s: its first half).
         auto step = [&](int nb, bool narrow_s) {
