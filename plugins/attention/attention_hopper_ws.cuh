@@ -481,7 +481,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     }
     // S = Q K^T from stage st (K-major A and B), written fresh (no accumulation). Always the
     // whole block: a narrow block's S as m64n64 products into s's first half had ptxas
-    // serialise every wgmma of the kernel (C7511 / C7515).
+    // serialise every wgmma of the kernel (C7511 / C7515); into an array of its own it compiled
+    // cleanly but measured level (bench/NOTES-attention.md item 88 (a)).
     auto issue_s = [&](float (&s)[1][NT][4], int st) {
       const T* s_k = s_kv + 2 * st * CFG::TILE_KV;
       const uint64_t desc_k0 = sw128_desc(s_k, 16);
