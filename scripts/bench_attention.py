@@ -24,7 +24,7 @@ of them alike. Each timed block comes after `settle_ms` of untimed back-to-back 
 callable: the H100 runs these kernels power-bound, and its clocks take 100-150 ms to settle after
 a change of kernel (a kernel after a lighter one runs up to 10 % fast for ~50 ms, then
 overshoots), so without it a block's time depends on what ran before it
-(bench/NOTES-attention.md item 50). Every backend's output is checked against ours before it is
+(bench/NOTES-attention-log.md item 50). Every backend's output is checked against ours before it is
 timed. The sm80 kernel and the tile sweep are timed on their own, after.
 
     python scripts/bench_attention.py                      # full table -> bench/results/attention.json
@@ -127,7 +127,7 @@ def time_interleaved(torch, fns: dict, reps: int, trials: int, settle_ms: float 
     always opens a trial. settle_ms > 0: that long of untimed calls of the callable itself right
     before each timed block, so each is timed at the clocks its own power draw settles to, not
     on the heels of its predecessor (rotation keeps a fixed cyclic order, so each callable's
-    predecessor is always the same one; item 50 of bench/NOTES-attention.md)."""
+    predecessor is always the same one; item 50 of bench/NOTES-attention-log.md)."""
     for fn in fns.values():
         for _ in range(3):
             fn()

@@ -10,7 +10,7 @@ lse output instead of the log-sum-exp. The clock reads keep
 ptxas from moving the P V wait above the softmax, so that build runs the two apart (0-6 % slower
 than the unpatched kernel on the H100). This script runs bench_attention's shapes through it
 (PYTHONPATH=DIR) and prints the mean cycles per block of each phase, overall and per consumer.
-bench/NOTES-attention.md item 34 has the H100's numbers.
+bench/NOTES-attention-log.md item 34 has the H100's numbers.
 """
 from __future__ import annotations
 

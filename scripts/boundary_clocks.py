@@ -10,7 +10,7 @@ wait, 2 after block 0's K wait, 3 after its ping-pong turn, 4 after S_0 has land
 9 after the last P V has landed, 10 after the epilogue, 11 the CTA; the issuing thread writes the
 clock at which it issued each tile's Q load after them. This script runs a few grids through that
 build (PYTHONPATH=DIR) and prints, per grid, the median cycles of each step and how long Q took
-from its issue. bench/NOTES-attention.md item 43 has the H100's numbers.
+from its issue. bench/NOTES-attention-log.md item 43 has the H100's numbers.
 """
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ CASES = [
     ("persistent-d64-causal", "float16", 3, 16, 4, 700, 700, 64, 64, dict(causal=True)),
     # Causal, 50 query blocks a head (past CAUSAL_TILES_PER_HEAD_MAX): a CTA per tile by default;
     # forced sections of 128 MiB (attention_set_schedule) put the three heads in one section on
-    # the persistent grid (150 tiles on 132 SMs; bench/NOTES-attention.md item 62).
+    # the persistent grid (150 tiles on 132 SMs; bench/NOTES-attention-log.md item 62).
     ("persistent-causal-long", "bfloat16", 1, 3, 3, 6300, 6300, 128, 128, dict(causal=True, schedule=128)),
     # Causal tiles drawn from the workspace's counter (ops.attention passes one): by default past
     # CAUSAL_TILES_PER_HEAD_MAX query blocks a head (50 here), forced (-3) on the three-consumer

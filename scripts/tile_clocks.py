@@ -7,7 +7,7 @@ six values per tile and consumer: 0 after the Q wait, 1 after block 0's softmax 
 2 after the last block's softmax (the loop), 3 after the epilogue, 4 at the tile's start, 5 the CTA.
 This script runs a few grids through that build (PYTHONPATH=DIR) and prints, per grid, the median
 cycles of each stage and the per-tile overhead: a tile's cycles minus its blocks at the loop's
-per-block rate. bench/NOTES-attention.md item 25 has the H100's numbers.
+per-block rate. bench/NOTES-attention-log.md item 25 has the H100's numbers.
 """
 from __future__ import annotations
 

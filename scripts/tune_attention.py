@@ -5,8 +5,8 @@ Timing each variant in a block of its own lets slow drifts of the GPU's clocks l
 whichever variant runs last. Here every trial times every configuration once, the order
 rotated from trial to trial so that none always opens a trial, and the median over trials is
 reported. Rotation keeps each configuration's predecessor, and one timed right after a
-different kernel runs a few per cent slower than one timed after itself (bench/NOTES-
-attention.md item 41): compare configurations that sit alike (auto/v0 with cudnn/v0, which
+different kernel runs a few per cent slower than one timed after itself
+(bench/NOTES-attention-log.md item 41): compare configurations that sit alike (auto/v0 with cudnn/v0, which
 both follow a different kernel; not cudnn/v0 with cudnn/v2). Each timed block follows 250 ms of
 untimed calls of the same configuration (--settle-ms): the card's power-bound clocks take 100-150 ms
 to settle after a change of kernel (item 50), and burst timing (--settle-ms 0) ranked tile schedules
@@ -128,7 +128,7 @@ def main() -> int:
                          "where the grid runs sections, attention_set_section_heads; d: -3, dN: -3 in sections of N heads)")
     ap.add_argument("--reps", type=int, default=20,
                     help="calls per timed block, as bench_attention.py (10 or fewer read a burst regime in which "
-                         "our kernel looks closer to cuDNN than it runs sustained: bench/NOTES-attention.md item 42)")
+                         "our kernel looks closer to cuDNN than it runs sustained: bench/NOTES-attention-log.md item 42)")
     ap.add_argument("--trials", type=int, default=9)
     ap.add_argument("--settle-ms", type=float, default=250.0, metavar="MS",
                     help="untimed calls of each configuration for this long before each of its timed blocks, as "

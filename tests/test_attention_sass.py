@@ -4,7 +4,7 @@ Issue 7's build rules, checked on every CI run rather than by hand after a tunin
   - no wgmma serialisation: ptxas's C7520 / C7515 notes ("wgmma.mma_async instructions are
     serialized due to ...") mean every matrix product waits for the previous one. A `wgmma` issue
     under a branch triggered C7520 once and cost the d64 tile 25-30%, ordinary writes to
-    accumulator registers inside a pipeline stage C7515 and 30% (bench/NOTES-attention.md items
+    accumulator registers inside a pipeline stage C7515 and 30% (bench/NOTES-attention-log.md items
     20 and 27);
   - the warp-specialised kernels hold their state in registers: no spills, except the
     general-mask tiles (a mask row per query), whose bound is recorded here;

@@ -57,7 +57,7 @@ struct HopperTiles<128> {
   // non-causal d128 kernel), for non-causal unmasked inputs without softcap whose heads have an
   // even count of whole query tiles (cluster_fits), from CLUSTER_MIN_KEYS keys (clusters_pay).
   // Against variant 0 (H200, settled, interleaved): 1k keys -5 %, 4k -1 to -4.5 %, 8k +3.4-5.5 %,
-  // 12k +1.3-1.9 %, 16k +0.3-3.7 %, 32k +0.1-0.3 % (bench/NOTES-attention.md item 85).
+  // 12k +1.3-1.9 %, 16k +0.3-3.7 %, 32k +0.1-0.3 % (bench/NOTES-attention-log.md item 85).
   static constexpr int CLUSTER_VARIANT = 4;
   static constexpr int64_t CLUSTER_MIN_KEYS = 8192;
   static bool cluster_fits(const AttentionParams& p) {
@@ -184,7 +184,7 @@ bool typed_key_row_mask(const AttentionParams& p) {
 // Unmasked inputs without softcap may also take 256 rows (four consumers,
 // 64-key blocks), a row 1.07x a 192-row tile's. Costs fitted to 55 grids
 // (graphs, fp16, H12 and H16, 128 to 1k keys, and 16k tokens at H32, 512 to
-// 4k; bench/NOTES-attention.md item 60), us for 64 / 192 / 256 rows: B32 S197
+// 4k; bench/NOTES-attention-log.md item 60), us for 64 / 192 / 256 rows: B32 S197
 // 24.8 / 28.9 / 22.7, B32 S384 45.8 / 43.4 / 49.2, B32 S448 66.3 / 65.3 / 58.5,
 // B32 S1k 261.9 / 229.5 / 250.4, and 16k tokens at H32 S512 - / 178.1 / 175.2;
 // the pick is 0.1 % slower than the best on average, at most 1.9 %. Causal

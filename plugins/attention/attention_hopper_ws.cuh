@@ -47,7 +47,7 @@ struct TmaMaps {
   // 0: no map for the output (or attention_set_output_store's consumers): the
   // consumers store their rows themselves. Also keeps ptxas's uniform datapath
   // in the consumer loop: without that cold copy the loop's descriptors went
-  // through R2UR before every wgmma (ptxas 13.0, bench/NOTES-attention.md item 45).
+  // through R2UR before every wgmma (ptxas 13.0, bench/NOTES-attention-log.md item 45).
   int o_mapped;
 };
 
@@ -85,7 +85,7 @@ struct HopperWsConfig {
   // the S_nb and P_{nb-1} V_{nb-1} issues: d64's 192-row tile ran 0-6 % faster
   // (two settled A/Bs; causal 8k / 16k +2.5-6 %); d128 ran 1-4 % slower, the
   // other d64 tiles within noise, and the masked (key-row) build 0-3 % slower,
-  // so those keep the early order (bench/NOTES-attention.md items 69-70).
+  // so those keep the early order (bench/NOTES-attention-log.md items 69-70).
   static constexpr bool RESCALE_LATE = D == 64 && CONSUMERS == 3;
   // P's row sums by the tensor cores (unmasked kernels): O += P V runs 8 columns wider
   // (m64n72k16), the extra ones reading a 16-row block of ones in shared memory, so
@@ -93,7 +93,7 @@ struct HopperWsConfig {
   // (one per score). The ones sit after the K/V ring; each step's descriptor
   // reaches them through its leading byte offset. d64 +1.2 % (35 of 40 settled
   // readings faster); d128, as a separate m64n8k16 beside each step (V's two atoms
-  // already set the offset's stride), -2 % (bench/NOTES-attention.md item 78).
+  // already set the offset's stride), -2 % (bench/NOTES-attention-log.md item 78).
   static constexpr bool SUM_BY_MMA = D == 64;
   static constexpr int ONES_BYTES = SUM_BY_MMA ? 16 * 128 : 0;
   static constexpr bool PERSISTENT = true;  // BLOCKS_PER_SM resident CTAs per SM walk the tiles
@@ -142,7 +142,7 @@ struct HopperWsConfig {
 // go to CTAs [0, ways) in turn (head h's to CTA h % ways) and the full ones to
 // the other CTAs in order. With ways = tiles % G, the CTAs that run a tile in
 // the last round are the ones that drew the light tiles: d64 at 4k keys, the
-// longest CTA runs 21.2 full tiles' time instead of 22 (bench/NOTES-attention.md item 60).
+// longest CTA runs 21.2 full tiles' time instead of 22 (bench/NOTES-attention-log.md item 60).
 __device__ __forceinline__ int persistent_tile(const FlashArgs& a, int it, int tiles) {
   const int g = int(gridDim.x), c = int(blockIdx.x), start = it * g;
   if (a.balance_ways <= 0) return start + ((a.lpt_heads > 0 && (it & 1)) ? g - 1 - c : c);
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   // A consumer's last key block whose second half none of its rows sees (consumer_blocks'
   // narrow: half the consumers' diagonal blocks in causal tiles) runs its score preparation,
   // softmax and P V on its first half only (its S stays whole: see issue_s). d64's unmasked
-  // 128-key tiles of one and three consumers: causal 512 - 2k +2-3 % (bench/NOTES-attention.md
+  // 128-key tiles of one and three consumers: causal 512 - 2k +2-3 % (bench/NOTES-attention-log.md
   // item 87). d128 read -0.5 % non-causal, where no block is narrow (its kernel's code grew by a
   // fifth), and the two-consumer d64 tile spilled 4 bytes; masked kernels walk the tile's
   // blocks, not the consumer's.
@@ -482,7 +482,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     // S = Q K^T from stage st (K-major A and B), written fresh (no accumulation). Always the
     // whole block: a narrow block's S as m64n64 products into s's first half had ptxas
     // serialise every wgmma of the kernel (C7511 / C7515); into an array of its own it compiled
-    // cleanly but measured level (bench/NOTES-attention.md item 88 (a)).
+    // cleanly but measured level (bench/NOTES-attention-log.md item 88 (a)).
     auto issue_s = [&](float (&s)[1][NT][4], int st) {
       const T* s_k = s_kv + 2 * st * CFG::TILE_KV;
       const uint64_t desc_k0 = sw128_desc(s_k, 16);
@@ -536,7 +536,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     // fill this CTA's copy too); that warp's wgmma wait covers its warpgroup's product, whose
     // operands the four warps read together (CUTLASS's spread_arrivals_to_warpgroup relies on the
     // same). Lane r of every consumer warp releasing it in CTA r ran 0.5 % faster to 2.6 %
-    // slower (bench/NOTES-attention.md item 85).
+    // slower (bench/NOTES-attention-log.md item 85).
     auto release_kv = [&](uint64_t* bar) {
       if constexpr (CFG::CLUSTER > 1) {
         if (lane == 0 && (cw & 3) < CFG::CLUSTER) mbar_arrive_cluster(bar, uint32_t(cw & 3));

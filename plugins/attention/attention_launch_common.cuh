@@ -171,7 +171,7 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // one tile more than the others (persistent_tile's balance_ways), or, with
     // none and no mask (tiles alike), on as few CTAs as the rounds need
     // (even_round_grid); -2 the plain order on every SM. Sections of heads (the hook's) measured within noise of
-    // head-major at d128 4k-16k (bench/NOTES-attention.md item 49).
+    // head-major at d128 4k-16k (bench/NOTES-attention-log.md item 49).
     const int forced = schedule_override();
     // Drawn tiles (causal_draws; forced by SCHEDULE_DRAWN) need the workspace's counter and a kernel
     // that draws: the key-row kernels (masked) keep the computed order.

@@ -18,7 +18,7 @@ namespace trt_fastops::attention {
 // round's partial tiles. 0 (the plain order) without partial tiles, with one
 // tile a head or one round, or with fewer heads than ways: then some CTA with
 // the extra tile keeps only full ones and the longest runs as long as in the
-// plain order (bench/NOTES-attention.md item 60).
+// plain order (bench/NOTES-attention-log.md item 60).
 inline int balance_ways(int64_t tiles, int grid, int m_blocks, bool partial) {
   if (!partial || m_blocks < 2 || grid <= 0 || tiles <= grid) return 0;
   const int extra = int(tiles % grid);
@@ -31,7 +31,7 @@ inline int balance_ways(int64_t tiles, int grid, int m_blocks, bool partial) {
 // rounds either way, ceil(tiles / rounds) CTAs run them all (2048 tiles on
 // 132 SMs: 128 CTAs of 16 tiles, where 68 of 132 would run a 16th alone). The
 // makespan in tiles is the same; the SMs left out draw no power, so on a
-// power-bound card the others hold a higher clock (bench/NOTES-attention.md item 65).
+// power-bound card the others hold a higher clock (bench/NOTES-attention-log.md item 65).
 inline int even_round_grid(int64_t tiles, int grid) {
   if (grid <= 0 || tiles <= grid) return grid;
   const int64_t rounds = (tiles + grid - 1) / grid;
@@ -70,7 +70,7 @@ inline int64_t heads_within(int64_t mib, int64_t kv_head_bytes, int64_t heads) {
 
 // A tile's cost in key blocks: its blocks (block_work's n_blocks) and a fixed
 // part, about what its first S with its softmax, its last P V and its
-// epilogue leave unoverlapped (bench/NOTES-attention.md item 43). The choice
+// epilogue leave unoverlapped (bench/NOTES-attention-log.md item 43). The choice
 // below is the same for fixed parts of 0.5 to 3 blocks on bench_attention's grids.
 inline constexpr double TILE_FIXED_BLOCKS = 1.5;
 inline double causal_tile_cost(const CausalGrid& g, int64_t m_block) {
@@ -113,7 +113,7 @@ inline double causal_makespan(const CausalGrid& g, int64_t section, const std::v
 // of heads whose K/V take 2 MiB (d128: 1.2-1.3x the other sections at 512-4k)
 // or, at d64, 8 MiB up to 32 query blocks a head (2-32 MiB within 5 %, 32 MiB
 // 3 % behind at 1k) and 32 MiB beyond (8k: 1.06x 8 MiB, 1.02x a CTA per tile;
-// bench/NOTES-attention.md item 58). Those are the fallbacks: by default the
+// bench/NOTES-attention-log.md item 58). Those are the fallbacks: by default the
 // launcher takes a section size that balances the grid, within
 // causal_budget_mib's K/V (causal_section_heads; items 61-63).
 inline constexpr int CAUSAL_TILES_PER_HEAD_MAX = 48;
@@ -128,7 +128,7 @@ inline int causal_fallback_mib(int head_dim_bucket, int64_t m_blocks) {
 // scheduler): a CTA takes the next tile of the order when it starts one, so
 // uneven tiles balance without a model, in sections of heads whose K/V take
 // DRAWN_SECTION_MIB (the order's heaviest-first sections). Settled on the H100
-// (fp16, 16k tokens, bench/NOTES-attention.md item 68), drawn against the
+// (fp16, 16k tokens, bench/NOTES-attention-log.md item 68), drawn against the
 // computed order: d128 8k 552 against 528 TFLOP/s (a CTA per tile), 16k 587
 // against 583; d64 8k 462 against 452 (the model's sections), 16k 484 against
 // 467 (a CTA per tile); but d128 4k 510 against 534 and d64 4k 433 against
@@ -144,7 +144,7 @@ inline bool causal_draws(int64_t m_blocks) { return m_blocks >= DRAWN_TILES_PER_
 // settled clocks (bench_attention's method) sections of 8-10 MiB ran fastest
 // on grids whose K/V streams through L2: d64 causal 2k with 27 heads (13.5
 // MiB) 1.6 % behind 16 heads (8 MiB), 1k with 60 heads (15 MiB) 0.5-1.7 %
-// behind 33 (bench/NOTES-attention.md items 62-63; item 61's 64 MiB came from
+// behind 33 (bench/NOTES-attention-log.md items 62-63; item 61's 64 MiB came from
 // burst timing, where larger sections ran faster). Larger sections read K/V
 // from DRAM more than once (ncu, 2k: 16 / 27 heads read 208 / 322 MB, one
 // read of everything ~201 MB): a burst does not feel it, the power-bound
@@ -191,7 +191,7 @@ inline constexpr double SECTION_BALANCE_TOLERANCE = 1.015;
 // apart: sections of a few heads a round ran slower at 4k (many CTAs on one
 // head's K/V), and a whole level a round (132 heads at 512) slower too; sizes
 // near half the grid were within 1.3 % of the fastest at 512 to 4k in burst
-// timing (bench/NOTES-attention.md item 61). At settled clocks larger
+// timing (bench/NOTES-attention-log.md item 61). At settled clocks larger
 // sections ran slower (items 62-63): the launcher's budget.
 inline int64_t causal_section_heads(const CausalGrid& g) {
   const int64_t most = std::min(g.max_section, g.heads);

@@ -55,7 +55,7 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 // suspend-time hint (CUTLASS's, 10 ms) lets the warp sleep in try_wait until
 // the phase completes; without it each try returns after a short poll, and the
 // producer and store warps polled through whole tiles (ncu: 46M polls a call;
-// time within noise either way, bench/NOTES-attention.md item 72).
+// time within noise either way, bench/NOTES-attention-log.md item 72).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 #ifdef TRT_FASTOPS_SM90A
   constexpr uint32_t SUSPEND_HINT_NS = 0x989680;
