@@ -72,12 +72,13 @@ if has sanitize; then
   step "compute-sanitizer on our kernels"
   : > "$OUT/sanitizer.txt"
   # racecheck on the attention script instruments our kernels only (--kernel-name kns=trt_fastops:
-  # every kernel we ship is in namespace trt_fastops, tests/test_kernel_namespace.py): over the
-  # torch reference kernels it compares against, racecheck took hours and the longest cases never
-  # finished (session 53). A deliberately racy kernel showed that the filter instruments what it
-  # names. The other scripts run unfiltered: with the filter, Dense's cuBLASLt fallback stopped on
-  # "Internal Sanitizer Error: ... failed to handle a hardware exception", where the unfiltered
-  # racecheck and memcheck runs are clean (bench/NOTES-attention-log.md item 94).
+  # every kernel we ship is in namespace trt_fastops, tests/test_kernel_namespace.py). Over the
+  # torch reference kernels it compares against, racecheck took minutes a persistent case and did
+  # not finish the longest in 280 s (session 53); filtered, all eight paths take ~2 minutes. A
+  # deliberately racy kernel showed that the filter instruments what it names. The other scripts
+  # run unfiltered: with a filter, Dense's cuBLASLt fallback stopped on "Internal Sanitizer Error:
+  # ... failed to handle a hardware exception", where unfiltered racecheck and memcheck are clean
+  # (bench/NOTES-attention-log.md item 94).
   # SANITIZE_TOOLS picks the tools (default: all four).
   for script in scripts/sanitize_*.py; do
     for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do

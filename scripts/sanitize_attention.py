@@ -4,7 +4,7 @@
     compute-sanitizer --tool memcheck  python3 scripts/sanitize_attention.py
     (also synccheck, initcheck)
     compute-sanitizer --tool racecheck --kernel-name kns=trt_fastops python3 scripts/sanitize_attention.py
-    (our kernels only: over torch's reference kernels racecheck takes hours; bench/NOTES-attention-log.md item 94)
+    (our kernels only: over torch's reference kernels racecheck takes minutes a case; bench/NOTES-attention-log.md item 94)
 
 Covers both kernel families (wgmma on sm_90a, mma.sync), each head-dim bucket and dtype, aligned and element-load (misaligned)
 variants, GQA, causal with offsets, bool / additive / short masks, key padding
