@@ -29,7 +29,7 @@ namespace {
 // 256 rows of 64-key blocks, else 192) with d64_rows's cost model. The plain
 // wgmma kernel (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on
 // and runs where the warp-specialised one can't (no tensor maps for these
-// strides, d256, the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x
+// strides, masked d256 inputs, the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x
 // its 128-key tiles. The rest serve the benchmark's tile sweep (losers of
 // earlier sweeps, such as a 3-stage d64 ring, were dropped to keep the
 // instantiations few).
@@ -82,8 +82,13 @@ struct HopperTiles<128> {
 };
 template <>
 struct HopperTiles<256> {
-  using Variants = std::tuple<HopperConfig<256, 64, 1>>;
-  static constexpr int FIRST_BASIC = 0, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1;
+  // FlashAttention-3's d256 structure with our 64-key blocks (its 80 don't fit beside the output
+  // staging): two ping-pong consumers of 64 rows, O 128 registers each, the output staged a
+  // consumer's rows at a time (HopperWsConfig::O_SLOT). Against the plain wgmma kernel (H200,
+  // settled, interleaved) 1.33-1.44x at 512-16k keys; masked inputs keep the plain kernel. Two-CTA
+  // clusters sharing K / V ran 3-5 % slower at 1k-16k (bench/NOTES-attention-log.md item 95).
+  using Variants = std::tuple<HopperWsConfig<256, 64, 2, 2, true>, HopperConfig<256, 64, 1>>;
+  static constexpr int FIRST_BASIC = 1, MASKED_VARIANT = 1, KEY_ROW_VARIANT = -1;
 };
 
 template <typename CFG>

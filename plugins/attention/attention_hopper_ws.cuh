@@ -102,20 +102,22 @@ struct HopperWsConfig {
   // CTAs of 128 * 32 + 128 * 224, or 128 * 24 + 512 * 112 (four consumers:
   // 64-key blocks, 80 registers of S, P and O). setmaxnreg moves registers
   // within the CTA's launch allocation: 168 x 384, 128 x 384, 128 x 256 and
-  // 96 x 640 threads.
-  static constexpr int PRODUCER_REGISTERS = CONSUMERS == 2 || CONSUMERS == 4 ? 24 : 32;
+  // 96 x 640 threads. d256 (O alone 128 registers a consumer thread) gives its
+  // issuing thread 32, 128 * 32 + 256 * 232: at 24 its four-atom Q, K and V
+  // loads spilled a register.
+  static constexpr int PRODUCER_REGISTERS = (CONSUMERS == 2 && D <= 128) || CONSUMERS == 4 ? 24 : 32;
   static constexpr int CONSUMER_REGISTERS =
-      CONSUMERS == 1 ? 224 : CONSUMERS == 2 ? 240 : CONSUMERS == 3 ? 160 : 112;
+      CONSUMERS == 1 ? 224 : CONSUMERS == 2 ? (D <= 128 ? 240 : 232) : CONSUMERS == 3 ? 160 : 112;
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 4, "one to four consumer warpgroups");
   static_assert(CONSUMERS < 4 || BN <= 64, "four consumers hold 64-key blocks only");
   static_assert(!(PINGPONG && CONSUMERS == 1), "ping-pong turns need two or more consumers");
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
-  // Output staging: the tile's rows, or (O_SLOT: blocks wider than 128 keys, whose K/V ring
-  // leaves no room for the whole tile's) one consumer's 64 rows at a time, the consumers taking
-  // the slot in turn: consumer c stages tile it's rows once the store warp has read the slot's
-  // previous user's (consumer c - 1's of tile it, or the last consumer's of tile it - 1), which
-  // o_empty[that consumer] marks.
-  static constexpr bool O_SLOT = BN > 128;
+  // Output staging: the tile's rows, or (O_SLOT: blocks wider than 128 keys or heads wider than
+  // 128 dims, whose K/V ring leaves no room for the whole tile's) one consumer's 64 rows at a
+  // time, the consumers taking the slot in turn: consumer c stages tile it's rows once the store
+  // warp has read the slot's previous user's (consumer c - 1's of tile it, or the last
+  // consumer's of tile it - 1), which o_empty[that consumer] marks.
+  static constexpr bool O_SLOT = BN > 128 || D > 128;
   static constexpr int TILE_O = O_SLOT ? 64 * D : TILE_Q, O_EMPTY = O_SLOT ? CONSUMERS : 1;
   // Q, the output staging tile (so the next tile's Q can land during this
   // tile's last P V and epilogue), STAGES x (K, V), SUM_BY_MMA's ones (ONES_BYTES),

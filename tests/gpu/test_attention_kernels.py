@@ -65,7 +65,9 @@ def kernel_path(request):
     and the unpacked one of the 128-row tile, run here; masks that are not key padding take 128
     rows; the four-consumer 256-row tile takes unmasked inputs without softcap; at d128 'auto-m192'
     forces tile variant 2, the 176-key tile, on every input, and 'auto-m256' variant 4, that tile in
-    two-CTA clusters where a head's 128-row query tiles are whole and even, else unclustered),
+    two-CTA clusters where a head's 128-row query tiles are whole and even, else unclustered; at
+    d256 'auto-m128' forces variant 1, the plain wgmma config, and the others its one
+    warp-specialised tile),
     'auto-consumer-store' (the same with the output stored by the consumer warps, the kernel's
     fallback where the output has no tensor map), 'wgmma' (the plain wgmma kernel forced) and
     'sm80' (the mma.sync kernel forced)."""
@@ -853,9 +855,16 @@ def test_path_choice(kernel_path):
                 assert name.startswith("flash_fwd_ws_pingpong_c2<") == clustered, (sq, skv, name)
                 assert ",n176," in name or not clustered, name
                 assert "_c2<" not in _kernel_name(qc, kc, vc, causal=True)
-        # d256 has no warp-specialised tile: the plain wgmma kernel takes it.
+        # d256: the warp-specialised 128 x 64 tile (two ping-pong consumers), causal and
+        # softcapped inputs too; a forced variant 1 ('auto-m128') is d256's plain wgmma config,
+        # which masked inputs take (not checked here: a dry run's mask needs its raw arguments).
         q2, k2, v2 = make_inputs(1, 2, 2, 64, 64, 256, 256, torch.float16)
-        assert _kernel_name(q2, k2, v2).startswith("flash_fwd_wgmma<")
+        for kw in ({}, {"causal": True}, {"softcap": 30.0}):
+            name = _kernel_name(q2, k2, v2, **kw)
+            if kernel_path == "auto-m128":
+                assert name.startswith("flash_fwd_wgmma<"), (kw, name)
+            else:
+                assert name.startswith("flash_fwd_ws_pingpong<") and ",d256,m128,n64," in name, (kw, name)
         # d64: a grid under a wave takes the 64-row tile (two CTAs per SM), causal inputs 192 rows.
         q3, k3, v3 = make_inputs(1, 2, 2, 64, 64, 64, 64, torch.float16)
         rows = {"auto-m128": 128, "auto-m192": 192, "auto-m256": 256}.get(kernel_path, 64)
