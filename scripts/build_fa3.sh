@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds FlashAttention-3's Hopper forward (Dao-AILab/flash-attention, hopper/) for
-# bench_attention's `--fa3` baseline: its own instantiations for head dims 64 and 128,
+# bench_attention's `--fa3` baseline: its own instantiations for head dims 64, 128 and 256,
 # float16 and bfloat16, dense inputs only (no varlen, paging, split, softcap, GQA packing,
 # local windows, fp8 or backward), behind bench/fa3/fa3_harness.cu's C entry point.
 # FA3's sources are fetched, never committed; CUTLASS comes from .deps (scripts/setup_deps.py).
@@ -28,7 +28,7 @@ flags=(-O3 -std=c++17 --use_fast_math --expt-relaxed-constexpr -Xcompiler -fPIC
        -DFLASHATTENTION_DISABLE_PACKGQA -DFLASHATTENTION_DISABLE_FP8 -DFLASHATTENTION_DISABLE_SM8x
        -DFLASHATTENTION_DISABLE_BACKWARD
        -I"$hopper" -I"$cutlass")
-sources=("$hopper"/instantiations/flash_fwd_hdim{64,128}_{fp16,bf16}_sm90.cu "$hopper/flash_prepare_scheduler.cu"
+sources=("$hopper"/instantiations/flash_fwd_hdim{64,128,256}_{fp16,bf16}_sm90.cu "$hopper/flash_prepare_scheduler.cu"
          "$root/bench/fa3/fa3_harness.cu")
 jobs=${BUILD_FA3_JOBS:-$(nproc)}
 objs=()
