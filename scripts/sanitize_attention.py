@@ -84,11 +84,12 @@ CASES = [
                                                                           schedule=-3)),
     # d256 on the warp-specialised tile (128 x 64, two consumers, one output slot): more tiles than
     # SMs, keys past a block, GQA; causal; softcapped (its SOFTCAP build); a 192-dim head with
-    # 128-dim values in the same bucket (TMA reads the missing columns as zeros).
+    # 128-dim values in the same bucket (TMA reads the missing columns as zeros); key padding.
     ("d256-persistent", "float16", 4, 16, 4, 300, 333, 256, 256, {}),
     ("d256-persistent-causal", "bfloat16", 4, 16, 16, 500, 500, 256, 256, dict(causal=True)),
     ("d256-softcap", "float16", 1, 4, 2, 130, 200, 256, 256, dict(softcap=30.0, causal=True)),
     ("d192-dv128", "bfloat16", 1, 4, 4, 100, 150, 192, 128, {}),
+    ("key-padding-d256", "bfloat16", 6, 4, 2, 150, 334, 256, 256, dict(mask="padding", causal=True)),
     # ViT-B/16 at batch 32: the cost model's 256-row tile under 512 keys (197 rows of 256, the
     # fourth consumer's 5 rows; 64-key blocks, the last one 5 keys).
     ("vit-b16", "float16", 32, 12, 12, 197, 197, 64, 64, {}),

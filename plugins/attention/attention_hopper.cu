@@ -85,7 +85,8 @@ struct HopperTiles<256> {
   // FlashAttention-3's d256 structure with our 64-key blocks (its 80 don't fit beside the output
   // staging): two ping-pong consumers of 64 rows, O 128 registers each, the output staged a
   // consumer's rows at a time (HopperWsConfig::O_SLOT). Against the plain wgmma kernel (H200,
-  // settled, interleaved) 1.33-1.44x at 512-16k keys; masked inputs keep the plain kernel. Two-CTA
+  // settled, interleaved) 1.33-1.44x at 512-16k keys; key-padding masks take it too, other masks
+  // keep the plain kernel. Two-CTA
   // clusters sharing K / V ran 3-5 % slower at 1k-16k (bench/NOTES-attention-log.md item 95).
   using Variants = std::tuple<HopperWsConfig<256, 64, 2, 2, true>, HopperConfig<256, 64, 1>>;
   static constexpr int FIRST_BASIC = 1, MASKED_VARIANT = 1, KEY_ROW_VARIANT = -1;
@@ -267,6 +268,11 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       if (rows == 256) index = Tiles::FOUR_CONSUMER_VARIANT;  // masked or softcapped: moved on below
     }
     if (masked && !one) index = packed ? Tiles::KEY_ROW_VARIANT : Tiles::MASKED_VARIANT;
+    // d256: key padding on the warp-specialised tile (its key-row builds hold their state in
+    // registers; the general mask code spills there), other masks on the plain kernel.
+    if constexpr (D.value == 256) {
+      if (key_row && variant != Tiles::FIRST_BASIC) index = 0;  // (a forced variant 1: the plain kernel)
+    }
     // Softcap: the tiles built with it (d64: 192 rows unmasked, 128 masked).
     if (softcap && index != Tiles::FIRST_BASIC) index = masked ? Tiles::MASKED_VARIANT : 0;
     if (index != Tiles::FIRST_BASIC) {
@@ -280,19 +286,24 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       // The plain wgmma kernel reads softcap at run time: SOFTCAP is the ws kernels' only.
       if (index == Tiles::FIRST_BASIC) return f(TypeTag<Basic>{}, MASKED, false_type{}, true_type{});
       if constexpr (MASKED.value) {
-        using WithMask = std::tuple_element_t<Tiles::MASKED_VARIANT, Variants>;
-        if constexpr (Tiles::KEY_ROW_VARIANT >= 0) {
-          using KeyRow = std::tuple_element_t<Tiles::KEY_ROW_VARIANT, Variants>;
-          if (packed) return f(TypeTag<KeyRow>{}, MASKED, true_type{}, false_type{});
+        if constexpr (D.value == 256) {
+          // Key padding only (the other masks went to the plain kernel above).
+          return f(TypeTag<std::tuple_element_t<0, Variants>>{}, MASKED, true_type{}, false_type{});
+        } else {
+          using WithMask = std::tuple_element_t<Tiles::MASKED_VARIANT, Variants>;
+          if constexpr (Tiles::KEY_ROW_VARIANT >= 0) {
+            using KeyRow = std::tuple_element_t<Tiles::KEY_ROW_VARIANT, Variants>;
+            if (packed) return f(TypeTag<KeyRow>{}, MASKED, true_type{}, false_type{});
+          }
+          if constexpr (D.value == 64) {
+            using One = std::tuple_element_t<Tiles::ONE_CONSUMER_VARIANT, Variants>;
+            if (index == Tiles::ONE_CONSUMER_VARIANT) return f(TypeTag<One>{}, MASKED, true_type{}, false_type{});
+          }
+          // The general mask code keeps its one build, softcap read at run time.
+          return dispatch_bool(key_row, [&](auto KEY_ROW) {
+            return f(TypeTag<WithMask>{}, MASKED, KEY_ROW, std::bool_constant<!KEY_ROW.value>{});
+          });
         }
-        if constexpr (D.value == 64) {
-          using One = std::tuple_element_t<Tiles::ONE_CONSUMER_VARIANT, Variants>;
-          if (index == Tiles::ONE_CONSUMER_VARIANT) return f(TypeTag<One>{}, MASKED, true_type{}, false_type{});
-        }
-        // The general mask code keeps its one build, softcap read at run time.
-        return dispatch_bool(key_row, [&](auto KEY_ROW) {
-          return f(TypeTag<WithMask>{}, MASKED, KEY_ROW, std::bool_constant<!KEY_ROW.value>{});
-        });
       } else {
         if (softcap) return f(TypeTag<std::tuple_element_t<0, Variants>>{}, MASKED, false_type{}, true_type{});
         return dispatch_variant<Variants>(index, [&](auto cfg) { return f(cfg, MASKED, false_type{}, false_type{}); });
