@@ -29,7 +29,7 @@ namespace {
 // 256 rows of 64-key blocks, else 192) with d64_rows's cost model. The plain
 // wgmma kernel (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on
 // and runs where the warp-specialised one can't (no tensor maps for these
-// strides, masked d256 inputs, the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x
+// strides, d256 masks other than key padding, the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x
 // its 128-key tiles. The rest serve the benchmark's tile sweep (losers of
 // earlier sweeps, such as a 3-stage d64 ring, were dropped to keep the
 // instantiations few).

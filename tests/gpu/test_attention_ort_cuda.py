@@ -390,7 +390,7 @@ PACKED_CONFIGS = [
     (2, 12, 12, 128, 64, None, 0),       # BERT-base, no mask
     (2, 8, 2, 100, 128, None, 1),        # GQA, causal, d128
     (1, 4, 1, 257, 64, "padding", 1),    # MQA, several key tiles
-    (2, 4, 4, 33, 256, "padding", 0),    # d256 with a mask: the plain wgmma kernel
+    (2, 4, 4, 33, 256, "padding", 0),    # d256 key padding (the ws tile's key-row build)
     (1, 4, 2, 17, 40, "padding", 0),     # head dim not a power of two
     (2, 2, 2, 9, 7, None, 1),            # head dim 7: unaligned rows (element loads)
 ]
