@@ -22,17 +22,18 @@ namespace {
 // Tile variants per head-dim bucket. The warp-specialised kernels
 // (HopperWsConfig<D, BLOCK_N, consumer warpgroups, STAGES, PINGPONG>, TMA-fed)
 // come first; variant 0 is the default. Masked inputs take MASKED_VARIANT (the
-// three-consumer d64 tile spills with the general mask code), key-padding
-// masks that key_row_packable accepts KEY_ROW_VARIANT (the three-consumer d64
-// tile holds those packed; -1: MASKED_VARIANT). d64 picks its rows per tile
-// (TWO_CONSUMER_VARIANT: 128, ONE_CONSUMER_VARIANT: 64, FOUR_CONSUMER_VARIANT:
-// 256 rows of 64-key blocks, else 192) with d64_rows's cost model. The plain
-// wgmma kernel (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from FIRST_BASIC on
-// and runs where the warp-specialised one can't (no tensor maps for these
-// strides, d256 masks other than key padding, the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x
-// its 128-key tiles. The rest serve the benchmark's tile sweep (losers of
-// earlier sweeps, such as a 3-stage d64 ring, were dropped to keep the
-// instantiations few).
+// three-consumer d64 tile spills with the general mask code), key-padding masks
+// KEY_ROW_TILE (d256: the warp-specialised tile, whose general mask code
+// spills; elsewhere MASKED_VARIANT), or where key_row_packable accepts them
+// KEY_ROW_VARIANT (the three-consumer d64 tile holds those packed; -1: none).
+// d64 picks its rows per tile (TWO_CONSUMER_VARIANT: 128, ONE_CONSUMER_VARIANT:
+// 64, FOUR_CONSUMER_VARIANT: 256 rows of 64-key blocks, else 192) with
+// d64_rows's cost model. The plain wgmma kernel (HopperConfig<D, BLOCK_N,
+// CTAs/SM>) follows from FIRST_BASIC on and runs where the warp-specialised one
+// can't (no tensor maps for these strides, d256 masks other than key padding,
+// the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x its 128-key
+// tiles. The rest serve the benchmark's tile sweep (losers of earlier sweeps,
+// such as a 3-stage d64 ring, were dropped to keep the instantiations few).
 template <int D>
 struct HopperTiles;
 template <>
@@ -40,7 +41,7 @@ struct HopperTiles<64> {
   using Variants = std::tuple<HopperWsConfig<64, 128, 3, 2, true>, HopperWsConfig<64, 128, 2, 2, true>,
                               HopperWsConfig<64, 128, 3, 2, false>, HopperWsConfig<64, 128, 1, 2, false>,
                               HopperWsConfig<64, 64, 4, 4, true>, HopperConfig<64, 64, 2>>;
-  static constexpr int FIRST_BASIC = 5, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0;
+  static constexpr int FIRST_BASIC = 5, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0, KEY_ROW_TILE = MASKED_VARIANT;
   static constexpr int TWO_CONSUMER_VARIANT = 1, ONE_CONSUMER_VARIANT = 3, FOUR_CONSUMER_VARIANT = 4;
   static_assert(std::tuple_element_t<TWO_CONSUMER_VARIANT, Variants>::BLOCK_M == 128 &&
                 std::tuple_element_t<ONE_CONSUMER_VARIANT, Variants>::BLOCK_M == 64 &&
@@ -52,7 +53,7 @@ struct HopperTiles<128> {
   using Variants = std::tuple<HopperWsConfig<128, 128, 2, 2, true>, HopperWsConfig<128, 128, 2, 2, false>,
                               HopperWsConfig<128, 176, 2, 2, true>, HopperConfig<128, 64, 2>,
                               HopperWsConfig<128, 176, 2, 2, true, 2>>;
-  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1;
+  static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1, KEY_ROW_TILE = MASKED_VARIANT;
   // The 176-key tile in clusters of two CTAs sharing each K / V block (TMA multicast; FA3's
   // non-causal d128 kernel), for non-causal unmasked inputs without softcap whose heads have an
   // even count of whole query tiles (cluster_fits), from CLUSTER_MIN_KEYS keys (clusters_pay).
@@ -89,7 +90,7 @@ struct HopperTiles<256> {
   // keep the plain kernel. Two-CTA
   // clusters sharing K / V ran 3-5 % slower at 1k-16k (bench/NOTES-attention-log.md item 95).
   using Variants = std::tuple<HopperWsConfig<256, 64, 2, 2, true>, HopperConfig<256, 64, 1>>;
-  static constexpr int FIRST_BASIC = 1, MASKED_VARIANT = 1, KEY_ROW_VARIANT = -1;
+  static constexpr int FIRST_BASIC = 1, MASKED_VARIANT = 1, KEY_ROW_VARIANT = -1, KEY_ROW_TILE = 0;
 };
 
 template <typename CFG>
@@ -216,21 +217,22 @@ int d64_rows(const AttentionParams& p) {
   return c64 <= c192 && c64 <= c256 ? 64 : c256 < c192 ? 256 : 192;
 }
 
-// f(TypeTag<CFG>, MASKED, KEY_ROW, SOFTCAP) for the kernel that runs p: the bucket's
-// variant, or for masked inputs its MASKED_VARIANT (a tile whose mask code does
-// not spill; KEY_ROW for a key-padding mask, one row for every query) or
-// KEY_ROW_VARIANT (packable key-padding masks), moved to the first plain wgmma
-// config when the warp-specialised kernel is not allowed or p's views have no
-// tensor maps. d64's rows per tile (d64_rows, or forced by variant
-// TWO_CONSUMER_VARIANT / ONE_CONSUMER_VARIANT / FOUR_CONSUMER_VARIANT) apply
-// to masked inputs too; the 64-row tile takes unmasked inputs and key-padding
-// masks only (others: 128 rows), the 256-row tile unmasked inputs without
-// softcap only (others: as for 192 rows). Softcapped inputs take variant 0
-// built for softcap (unmasked) or MASKED_VARIANT's general mask code (any mask;
-// its one build reads softcap at run time); the other warp-specialised kernels
-// are built without softcap code (half the code: flash_fwd_ws_kernel's
-// SOFTCAP). `maps` receives the encoded maps. Masked inputs instantiate at most
-// five kernels per bucket and dtype, not all variants.
+// f(TypeTag<CFG>, MASKED, KEY_ROW, SOFTCAP) for the kernel that runs p: the
+// bucket's variant, or for masked inputs its MASKED_VARIANT (a tile whose mask
+// code does not spill), KEY_ROW_TILE (KEY_ROW: a key-padding mask, one row for
+// every query) or KEY_ROW_VARIANT (packable key-padding masks), moved to the
+// first plain wgmma config when the warp-specialised kernel is not allowed or
+// p's views have no tensor maps. d64's rows per tile (d64_rows, or forced by
+// variant TWO_CONSUMER_VARIANT / ONE_CONSUMER_VARIANT / FOUR_CONSUMER_VARIANT)
+// apply to masked inputs too; the 64-row tile takes unmasked inputs and
+// key-padding masks only (others: 128 rows), the 256-row tile unmasked inputs
+// without softcap only (others: as for 192 rows). Softcapped inputs take
+// variant 0 built for softcap (unmasked) or MASKED_VARIANT's general mask code
+// (any mask; its one build reads softcap at run time); the other
+// warp-specialised kernels are built without softcap code (half the code:
+// flash_fwd_ws_kernel's SOFTCAP). `maps` receives the encoded maps. Masked
+// inputs instantiate at most five kernels per bucket and dtype, not all
+// variants.
 template <typename F>
 auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws, TmaMaps* maps, F&& f) {
   const bool masked = p.mask_kind != MaskKind::none;
@@ -267,11 +269,8 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       if (one) index = Tiles::ONE_CONSUMER_VARIANT;
       if (rows == 256) index = Tiles::FOUR_CONSUMER_VARIANT;  // masked or softcapped: moved on below
     }
-    if (masked && !one) index = packed ? Tiles::KEY_ROW_VARIANT : Tiles::MASKED_VARIANT;
-    // d256: key padding on the warp-specialised tile (its key-row builds hold their state in
-    // registers; the general mask code spills there), other masks on the plain kernel.
-    if constexpr (D.value == 256) {
-      if (key_row && variant != Tiles::FIRST_BASIC) index = 0;  // (a forced variant 1: the plain kernel)
+    if (masked && !one) {
+      index = packed ? Tiles::KEY_ROW_VARIANT : key_row ? Tiles::KEY_ROW_TILE : Tiles::MASKED_VARIANT;
     }
     // Softcap: the tiles built with it (d64: 192 rows unmasked, 128 masked).
     if (softcap && index != Tiles::FIRST_BASIC) index = masked ? Tiles::MASKED_VARIANT : 0;
@@ -286,24 +285,20 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       // The plain wgmma kernel reads softcap at run time: SOFTCAP is the ws kernels' only.
       if (index == Tiles::FIRST_BASIC) return f(TypeTag<Basic>{}, MASKED, false_type{}, true_type{});
       if constexpr (MASKED.value) {
-        if constexpr (D.value == 256) {
-          // Key padding only (the other masks went to the plain kernel above).
-          return f(TypeTag<std::tuple_element_t<0, Variants>>{}, MASKED, true_type{}, false_type{});
-        } else {
-          using WithMask = std::tuple_element_t<Tiles::MASKED_VARIANT, Variants>;
-          if constexpr (Tiles::KEY_ROW_VARIANT >= 0) {
-            using KeyRow = std::tuple_element_t<Tiles::KEY_ROW_VARIANT, Variants>;
-            if (packed) return f(TypeTag<KeyRow>{}, MASKED, true_type{}, false_type{});
-          }
-          if constexpr (D.value == 64) {
-            using One = std::tuple_element_t<Tiles::ONE_CONSUMER_VARIANT, Variants>;
-            if (index == Tiles::ONE_CONSUMER_VARIANT) return f(TypeTag<One>{}, MASKED, true_type{}, false_type{});
-          }
-          // The general mask code keeps its one build, softcap read at run time.
-          return dispatch_bool(key_row, [&](auto KEY_ROW) {
-            return f(TypeTag<WithMask>{}, MASKED, KEY_ROW, std::bool_constant<!KEY_ROW.value>{});
-          });
+        if constexpr (Tiles::KEY_ROW_VARIANT >= 0) {
+          using KeyRow = std::tuple_element_t<Tiles::KEY_ROW_VARIANT, Variants>;
+          if (packed) return f(TypeTag<KeyRow>{}, MASKED, true_type{}, false_type{});
         }
+        if constexpr (D.value == 64) {
+          using One = std::tuple_element_t<Tiles::ONE_CONSUMER_VARIANT, Variants>;
+          if (index == Tiles::ONE_CONSUMER_VARIANT) return f(TypeTag<One>{}, MASKED, true_type{}, false_type{});
+        }
+        // The general mask code keeps its one build, softcap read at run time (d256's general
+        // masks took the plain kernel above).
+        return dispatch_bool(key_row, [&](auto KEY_ROW) {
+          using Tile = std::tuple_element_t<KEY_ROW.value ? Tiles::KEY_ROW_TILE : Tiles::MASKED_VARIANT, Variants>;
+          return f(TypeTag<Tile>{}, MASKED, KEY_ROW, std::bool_constant<!KEY_ROW.value>{});
+        });
       } else {
         if (softcap) return f(TypeTag<std::tuple_element_t<0, Variants>>{}, MASKED, false_type{}, true_type{});
         return dispatch_variant<Variants>(index, [&](auto cfg) { return f(cfg, MASKED, false_type{}, false_type{}); });

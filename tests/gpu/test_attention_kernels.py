@@ -66,8 +66,8 @@ def kernel_path(request):
     rows; the four-consumer 256-row tile takes unmasked inputs without softcap; at d128 'auto-m192'
     forces tile variant 2, the 176-key tile, on every input, and 'auto-m256' variant 4, that tile in
     two-CTA clusters where a head's 128-row query tiles are whole and even, else unclustered; at
-    d256 'auto-m128' forces variant 1, the plain wgmma config, and the others its one
-    warp-specialised tile),
+    d256 'auto-m128' forces variant 1, the plain wgmma config, on unmasked inputs, and the others
+    its one warp-specialised tile, which key-padding masks take on every auto path),
     'auto-consumer-store' (the same with the output stored by the consumer warps, the kernel's
     fallback where the output has no tensor map), 'wgmma' (the plain wgmma kernel forced) and
     'sm80' (the mma.sync kernel forced)."""
@@ -431,9 +431,7 @@ def test_key_padding_is_exact(kind, d, dtype, kernel_path):
         cut, cut_lse = ops.attention(q[r:r + 1], k[r:r + 1, :, :n], v[r:r + 1, :, :n], mask=mask[r:r + 1, ..., :n],
                                      return_lse=True)
         torch.cuda.synchronize()
-        # (d256's 'auto-m128' forces its plain kernel.)
-        plain = kernel_path not in AUTO_PATHS or (d == 256 and kernel_path == "auto-m128")
-        if plain or torch.cuda.get_device_capability() != (9, 0):
+        if kernel_path not in AUTO_PATHS or torch.cuda.get_device_capability() != (9, 0):
             torch.testing.assert_close(out[r:r + 1], cut, rtol=2e-2, atol=2e-3)
             torch.testing.assert_close(lse[r:r + 1], cut_lse, rtol=1e-4, atol=1e-4)
             continue
@@ -859,7 +857,8 @@ def test_path_choice(kernel_path):
                 assert "_c2<" not in _kernel_name(qc, kc, vc, causal=True)
         # d256: the warp-specialised 128 x 64 tile (two ping-pong consumers), causal and
         # softcapped inputs too; a forced variant 1 ('auto-m128') is d256's plain wgmma config,
-        # which masked inputs take (not checked here: a dry run's mask needs its raw arguments).
+        # which masks other than key padding take (not checked here: a dry run's mask needs its
+        # raw arguments).
         q2, k2, v2 = make_inputs(1, 2, 2, 64, 64, 256, 256, torch.float16)
         for kw in ({}, {"causal": True}, {"softcap": 30.0}):
             name = _kernel_name(q2, k2, v2, **kw)
