@@ -90,6 +90,11 @@ CASES = [
     ("d256-softcap", "float16", 1, 4, 2, 130, 200, 256, 256, dict(softcap=30.0, causal=True)),
     ("d192-dv128", "bfloat16", 1, 4, 4, 100, 150, 192, 128, {}),
     ("key-padding-d256", "bfloat16", 6, 4, 2, 150, 334, 256, 256, dict(mask="padding", causal=True)),
+    # d256's 80-key tile (variant 2: the output staged in the V stages): several tiles a CTA, a
+    # partial last block; tiles without keys (offset -300) between tiles with some.
+    ("d256-n80", "bfloat16", 3, 16, 8, 400, 1000, 256, 256, dict(variant=2)),
+    ("d256-n80-empty-tiles", "float16", 2, 16, 4, 700, 400, 256, 256, dict(causal=True, causal_offset=-300,
+                                                                          variant=2)),
     # ViT-B/16 at batch 32: the cost model's 256-row tile under 512 keys (197 rows of 256, the
     # fourth consumer's 5 rows; 64-key blocks, the last one 5 keys).
     ("vit-b16", "float16", 32, 12, 12, 197, 197, 64, 64, {}),

@@ -89,7 +89,8 @@ struct HopperTiles<256> {
   // settled, interleaved) 1.33-1.44x at 512-16k keys; key-padding masks take it too, other masks
   // keep the plain kernel. Two-CTA
   // clusters sharing K / V ran 3-5 % slower at 1k-16k (bench/NOTES-attention-log.md item 95).
-  using Variants = std::tuple<HopperWsConfig<256, 64, 2, 2, true>, HopperConfig<256, 64, 1>>;
+  using Variants = std::tuple<HopperWsConfig<256, 64, 2, 2, true>, HopperConfig<256, 64, 1>,
+                              HopperWsConfig<256, 80, 2, 2, true>>;
   static constexpr int FIRST_BASIC = 1, MASKED_VARIANT = 1, KEY_ROW_VARIANT = -1, KEY_ROW_TILE = 0;
 };
 

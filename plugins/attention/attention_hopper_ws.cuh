@@ -118,10 +118,21 @@ struct HopperWsConfig {
   // time, the consumers taking the slot in turn: consumer c stages tile it's rows once the store
   // warp has read the slot's previous user's (consumer c - 1's of tile it, or the last
   // consumer's of tile it - 1), which o_empty[that consumer] marks.
-  static constexpr bool O_SLOT = BN > 128 || D > 128;
-  static constexpr int TILE_O = O_SLOT ? 64 * D : TILE_Q, O_EMPTY = O_SLOT ? CONSUMERS : 1;
+  // O_IN_V: where even the slot doesn't fit beside Q and the ring (d256's 80-key blocks), the
+  // whole tile's rows are staged in the V stages (FlashAttention-3's smem_o over smem_v): each
+  // consumer waits until every consumer's last P V has read them, and the producer loads the next
+  // tile's V only once the stores have read the staged rows (its Q and first K load before that).
+  static constexpr int RING_BYTES = (TILE_Q + 2 * STAGES * TILE_KV) * 2 + ONES_BYTES + 1024;
+  static constexpr int MOST_BARRIER_BYTES = (2 + 4 * STAGES + 4 + 2 * CONSUMERS) * 8 + (6 + TILE_RING) * 4;
+  static constexpr bool O_IN_V = RING_BYTES + 64 * D * 2 + MOST_BARRIER_BYTES > 227 * 1024;
+  static constexpr bool O_SLOT = !O_IN_V && (BN > 128 || D > 128);
+  static constexpr int TILE_O = O_IN_V ? 0 : O_SLOT ? 64 * D : TILE_Q, O_EMPTY = O_SLOT ? CONSUMERS : 1;
+  // O_IN_V: the staged tile's 64-column atoms (BLOCK_M rows each) a V stage holds.
+  static constexpr int O_ATOMS_PER_V = TILE_KV / (BLOCK_M * 64);
+  static_assert(!O_IN_V || (!SUM_BY_MMA && CLUSTER == 1 && STAGES * O_ATOMS_PER_V >= D / 64),
+                "O_IN_V: the tile's output fits in the V stages");
   // Q, the output staging tile (so the next tile's Q can land during this
-  // tile's last P V and epilogue), STAGES x (K, V), SUM_BY_MMA's ones (ONES_BYTES),
+  // tile's last P V and epilogue; none under O_IN_V), STAGES x (K, V), SUM_BY_MMA's ones (ONES_BYTES),
   // 1024 bytes of alignment slack, then the barriers: q_full, q_empty, k_full[STAGES], v_full[STAGES],
   // k_empty[STAGES], v_empty[STAGES], scan_full[2], scan_empty[2],
   // o_full[CONSUMERS], o_empty, then the
@@ -215,6 +226,10 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   T* s_o = s_q + CFG::TILE_Q;
   T* s_kv = s_o + CFG::TILE_O;  // stage i: K at s_kv + 2i * TILE_KV, V right after
   T* s_ones = s_kv + 2 * STAGES * CFG::TILE_KV;  // SUM_BY_MMA: 16 rows of 64 ones (1024-aligned)
+  // O_IN_V: the staged output's 64-column atom `at` (BLOCK_M rows) in the V stages.
+  auto o_in_v = [&](int at) {
+    return s_kv + (2 * (at / CFG::O_ATOMS_PER_V) + 1) * CFG::TILE_KV + (at % CFG::O_ATOMS_PER_V) * BM * 64;
+  };
   uint64_t* q_full = reinterpret_cast<uint64_t*>(reinterpret_cast<unsigned char*>(s_ones) + CFG::ONES_BYTES);
   uint64_t* q_empty = q_full + 1;
   uint64_t* k_full = q_empty + 1;
@@ -338,6 +353,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
               tma_load_4d(s_k + at * BN * 64, &maps.k, k_full + st, at * 64, nb * BN, w.kvh, w.b);
           }
           if (round > 0) mbar_wait(v_empty + st, (round - 1) & 1);
+          // O_IN_V: the previous tile's staged rows, read by its stores, before this tile's first V.
+          if (CFG::O_IN_V && nb == 0 && it > 0) mbar_wait(o_empty, (it - 1) & 1);
           mbar_arrive_expect_tx(v_full + st, KV_BYTES);
           if constexpr (CFG::CLUSTER > 1) {
             multicast_share(s_v, &maps.v, v_full + st, nb);
@@ -366,6 +383,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         for (int at = 0; at < ATOMS; ++at) tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
         const bool any = w.n_blocks > 0;
         if (any) load_kv(0);
+        if (CFG::O_IN_V && !any && it > 0) mbar_wait(o_empty, (it - 1) & 1);  // one wait a tile, in order
         if constexpr (key_row) {
           const int sl = it & 1;
           mbar_wait(scan_full + sl, (it >> 1) & 1);
@@ -430,14 +448,18 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
             if (lane == 0) {
 #pragma unroll
               for (int at = 0; at < ATOMS; ++at)
-                tma_store_4d(&maps.o, s_o + at * O_ROWS * 64 + local0 * 64, at * 64, row0, h, b);
+                tma_store_4d(&maps.o, (CFG::O_IN_V ? o_in_v(at) : s_o + at * O_ROWS * 64) + local0 * 64, at * 64,
+                             row0, h, b);
               tma_store_commit();
             }
           } else {
             // 4-byte steps: the producer's 24 registers hold no 16-byte ones beside the loop's state.
             copy_staged_rows<T, 64, D, uint32_t, 1>(
                 a, static_cast<T*>(a.out) + b * a.o_sb + h * a.o_sh, row0, local0, lane,
-                [&](int row, int col) { return s_o + sw128_offset<O_ROWS>(row, col); });
+                [&](int row, int col) {
+                  if constexpr (CFG::O_IN_V) return o_in_v(col >> 6) + sw128_offset<O_ROWS>(row, col & 63);
+                  return s_o + sw128_offset<O_ROWS>(row, col);
+                });
           }
           // Every lane releases its own reads of s_o (the copies'; lane 0's TMA stores'):
           // under O_SLOT the slot is the next consumer's once these rows are read,
@@ -749,6 +771,13 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       } else if (it > 0) {
         mbar_wait(o_empty, (it - 1) & 1);
       }
+      if constexpr (CFG::O_IN_V) {
+        // The V stages, once every consumer's last P V of each has read it (this one's: its wait).
+#pragma unroll
+        for (int u = kv - STAGES; u < kv; ++u) {
+          if (u >= 0) mbar_wait(v_empty + u % STAGES, (u / STAGES) & 1);
+        }
+      }
       if constexpr (mma_sum) {
         // Every lane of a quad holds its rows' whole sums: no shuffles in store_output.
         row_sum[0][0] = o[0][DT][0];
@@ -757,6 +786,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       store_output<T, 1, DT, true, !mma_sum>(
           a, w, o, row_max, row_sum, warp_row0, g, t, lane,
           [&](int row, int col) {
+            if constexpr (CFG::O_IN_V) return o_in_v(col >> 6) + sw128_offset<BM>(row, col & 63);
             return s_o + (CFG::O_SLOT ? sw128_offset<64>(row - 64 * cg, col) : sw128_offset<BM>(row, col));
           },
           !maps.o_mapped);

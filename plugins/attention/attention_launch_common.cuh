@@ -178,7 +178,7 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // The one-slot output staging (HopperWsConfig::O_SLOT) keeps the computed order: on d256's
     // causal tile, drawn against a CTA per tile, 8k level, 16k 7 % slower (H200, settled;
     // bench/NOTES-attention-log.md item 95).
-    const bool can_draw = !CFG::O_SLOT && p.causal && p.mask_kind == MaskKind::none && p.workspace != nullptr &&
+    const bool can_draw = !CFG::O_SLOT && !CFG::O_IN_V && p.causal && p.mask_kind == MaskKind::none && p.workspace != nullptr &&
                           p.workspace_bytes >= attention_workspace_bytes(p);
     const bool draw = can_draw && (forced == SCHEDULE_DRAWN ||
                                    (forced == -1 && causal_draws(a.m_blocks)));
