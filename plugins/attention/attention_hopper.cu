@@ -92,6 +92,14 @@ struct HopperTiles<256> {
   using Variants = std::tuple<HopperWsConfig<256, 64, 2, 2, true>, HopperConfig<256, 64, 1>,
                               HopperWsConfig<256, 80, 2, 2, true>>;
   static constexpr int FIRST_BASIC = 1, MASKED_VARIANT = 1, KEY_ROW_VARIANT = -1, KEY_ROW_TILE = 0;
+  // FlashAttention-3's 80-key blocks, the output staged in the V stages (HopperWsConfig::O_IN_V:
+  // the next tile's V waits for the stores, its Q and first K don't), for unmasked inputs without
+  // softcap from WIDE_MIN_KEYS keys. Against variant 0 (H200, settled, interleaved, fp16 / bf16):
+  // non-causal 512 keys -4 %, 1k +3.5 %, 2k +3-5 %, 4k +4 %, 8k +7-8.5 %, 16k +4-6 %; causal 512
+  // -4 %, 1k -0.5 to -4 %, 2k -0.7 / +2.6 %, 4k +1.4 / +4.2 %, 8k +2-4 %, 16k +5-6 %
+  // (bench/NOTES-attention-log.md item 96).
+  static constexpr int WIDE_VARIANT = 2;
+  static bool wide_blocks_pay(const AttentionParams& p) { return p.kv_len >= (p.causal ? 4096 : 1024); }
 };
 
 template <typename CFG>
@@ -257,6 +265,9 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       // The cluster tile forced (attention_set_tile_variant) where it can't run: the same tile
       // without clusters (the same results: a tile's arithmetic doesn't depend on its cluster).
       if (index == Tiles::CLUSTER_VARIANT && !Tiles::cluster_fits(p)) index = Tiles::WIDE_VARIANT;
+    }
+    if constexpr (D.value == 256) {
+      if (index == 0 && !masked && !softcap && Tiles::wide_blocks_pay(p)) index = Tiles::WIDE_VARIANT;
     }
     if constexpr (D.value == 64) {
       const int rows = index == 0                             ? d64_rows(p)

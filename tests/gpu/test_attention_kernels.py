@@ -869,6 +869,13 @@ def test_path_choice(kernel_path):
                 assert name.startswith("flash_fwd_ws_pingpong<") and ",d256,m128,n80," in name, (kw, name)
             else:
                 assert name.startswith("flash_fwd_ws_pingpong<") and ",d256,m128,n64," in name, (kw, name)
+        if kernel_path == "auto":
+            # 80-key blocks, unmasked without softcap, non-causal from 1k keys and causal from 4k.
+            for skv, kw, wide in ((1024, {}, True), (1000, {}, False), (1024, {"causal": True}, False),
+                                  (4096, {"causal": True}, True), (4096, {"softcap": 30.0}, False)):
+                qw, kx, vw = make_inputs(1, 2, 2, 64, skv, 256, 256, torch.float16)
+                name = _kernel_name(qw, kx, vw, **kw)
+                assert (",d256,m128,n80," in name) == wide, (skv, kw, name)
         # d64: a grid under a wave takes the 64-row tile (two CTAs per SM), causal inputs 192 rows.
         q3, k3, v3 = make_inputs(1, 2, 2, 64, 64, 64, 64, torch.float16)
         rows = {"auto-m128": 128, "auto-m192": 192, "auto-m256": 256}.get(kernel_path, 64)
