@@ -83,18 +83,18 @@ struct HopperTiles<128> {
 };
 template <>
 struct HopperTiles<256> {
-  // FlashAttention-3's d256 structure with our 64-key blocks (its 80 don't fit beside the output
-  // staging): two ping-pong consumers of 64 rows, O 128 registers each, the output staged a
-  // consumer's rows at a time (HopperWsConfig::O_SLOT). Against the plain wgmma kernel (H200,
-  // settled, interleaved) 1.33-1.44x at 512-16k keys; key-padding masks take it too, other masks
-  // keep the plain kernel. Two-CTA
-  // clusters sharing K / V ran 3-5 % slower at 1k-16k (bench/NOTES-attention-log.md item 95).
+  // FlashAttention-3's d256 structure: two ping-pong consumers of 64 rows, O 128 registers each.
+  // Variant 0, 64-key blocks with the output staged a consumer's rows at a time
+  // (HopperWsConfig::O_SLOT): against the plain wgmma kernel (H200, settled, interleaved)
+  // 1.33-1.44x at 512-16k keys; key-padding masks and softcapped inputs take it, other masks keep
+  // the plain kernel. Two-CTA clusters sharing K / V ran 3-5 % slower at 1k-16k
+  // (bench/NOTES-attention-log.md item 95).
   using Variants = std::tuple<HopperWsConfig<256, 64, 2, 2, true>, HopperConfig<256, 64, 1>,
                               HopperWsConfig<256, 80, 2, 2, true>>;
   static constexpr int FIRST_BASIC = 1, MASKED_VARIANT = 1, KEY_ROW_VARIANT = -1, KEY_ROW_TILE = 0;
   // FlashAttention-3's 80-key blocks, the output staged in the V stages (HopperWsConfig::O_IN_V:
   // the next tile's V waits for the stores, its Q and first K don't), for unmasked inputs without
-  // softcap from WIDE_MIN_KEYS keys. Against variant 0 (H200, settled, interleaved, fp16 / bf16):
+  // softcap, non-causal from 1k keys and causal from 4k (wide_blocks_pay). Against variant 0 (H200, settled, interleaved, fp16 / bf16):
   // non-causal 512 keys -4 %, 1k +3.5 %, 2k +3-5 %, 4k +4 %, 8k +7-8.5 %, 16k +4-6 %; causal 512
   // -4 %, 1k -0.5 to -4 %, 2k -0.7 / +2.6 %, 4k +1.4 / +4.2 %, 8k +2-4 %, 16k +5-6 %
   // (bench/NOTES-attention-log.md item 96).

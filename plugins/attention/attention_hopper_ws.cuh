@@ -12,7 +12,7 @@
 //     240 registers for d128, 3 at 160 for d64, where the exponentials weigh more,
 //     1 at 224 with two CTAs per SM for d64 grids that would leave SMs idle,
 //     4 at 112 with 64-key blocks for d64 sequences that 192-row tiles pad,
-//     2 at 232 with 64-key blocks for d256):
+//     2 at 232 with 64- or 80-key blocks for d256):
 //     S = Q K^T and O += P V with wgmma, the online softmax in registers.
 // Within a consumer, S_{j+1} = Q K_{j+1}^T and O += P_j V_j are issued together
 // and the softmax of S_{j+1} runs while P_j V_j is still on the tensor cores;
