@@ -94,10 +94,10 @@ struct HopperTiles<256> {
   static constexpr int FIRST_BASIC = 1, MASKED_VARIANT = 1, KEY_ROW_VARIANT = -1, KEY_ROW_TILE = 0;
   // FlashAttention-3's 80-key blocks, the output staged in the V stages (HopperWsConfig::O_IN_V:
   // the next tile's V waits for the stores, its Q and first K don't), for unmasked inputs without
-  // softcap, non-causal from 1k keys and causal from 4k (wide_blocks_pay). Against variant 0 (H200, settled, interleaved, fp16 / bf16):
-  // non-causal 512 keys -4 %, 1k +3.5 %, 2k +3-5 %, 4k +4 %, 8k +7-8.5 %, 16k +4-6 %; causal 512
-  // -4 %, 1k -0.5 to -4 %, 2k -0.7 / +2.6 %, 4k +1.4 / +4.2 %, 8k +2-4 %, 16k +5-6 %
-  // (bench/NOTES-attention-log.md item 96).
+  // softcap, non-causal from 1k keys and causal from 4k (wide_blocks_pay). Against variant 0
+  // (H200, settled, interleaved, fp16 / bf16): non-causal 512 keys -4 %, 1k +3.5 %, 2k +3-5 %,
+  // 4k +4 %, 8k +7-8.5 %, 16k +4-6 %; causal 512 -4 %, 1k -0.5 to -4 %, 2k -0.7 / +2.6 %,
+  // 4k +1.4 / +4.2 %, 8k +2-4 %, 16k +5-6 % (bench/NOTES-attention-log.md item 96).
   static constexpr int WIDE_VARIANT = 2;
   static bool wide_blocks_pay(const AttentionParams& p) { return p.kv_len >= (p.causal ? 4096 : 1024); }
 };
