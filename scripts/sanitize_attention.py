@@ -91,8 +91,12 @@ CASES = [
     ("d192-dv128", "bfloat16", 1, 4, 4, 100, 150, 192, 128, {}),
     ("key-padding-d256", "bfloat16", 6, 4, 2, 150, 334, 256, 256, dict(mask="padding", causal=True)),
     # d256's 80-key tile (variant 2: the output staged in the V stages): several tiles a CTA, a
-    # partial last block; tiles without keys (offset -300) between tiles with some.
+    # partial last block; key padding (its key-row build); tiles without keys (offset -300)
+    # between tiles with some.
     ("d256-n80", "bfloat16", 3, 16, 8, 400, 1000, 256, 256, dict(variant=2)),
+    ("key-padding-d256-n80", "float16", 6, 4, 2, 150, 334, 256, 256, dict(mask="padding", variant=2)),
+    ("key-padding-d256-n80-causal", "bfloat16", 6, 4, 4, 300, 334, 256, 256, dict(mask="padding", causal=True,
+                                                                                 variant=2)),
     ("d256-n80-empty-tiles", "float16", 2, 16, 4, 700, 400, 256, 256, dict(causal=True, causal_offset=-300,
                                                                           variant=2)),
     # ViT-B/16 at batch 32: the cost model's 256-row tile under 512 keys (197 rows of 256, the

@@ -24,7 +24,8 @@ namespace {
 // come first; variant 0 is the default. Masked inputs take MASKED_VARIANT (the
 // three-consumer d64 tile spills with the general mask code), key-padding masks
 // KEY_ROW_TILE (d256: the warp-specialised tile, whose general mask code
-// spills; elsewhere MASKED_VARIANT), or where key_row_packable accepts them
+// spills, or its 80-key tile, WIDE_KEY_ROW_TILE, from as many keys as unmasked
+// inputs take it; elsewhere MASKED_VARIANT), or where key_row_packable accepts them
 // KEY_ROW_VARIANT (the three-consumer d64 tile holds those packed; -1: none).
 // d64 picks its rows per tile (TWO_CONSUMER_VARIANT: 128, ONE_CONSUMER_VARIANT:
 // 64, FOUR_CONSUMER_VARIANT: 256 rows of 64-key blocks, else 192) with
@@ -42,6 +43,7 @@ struct HopperTiles<64> {
                               HopperWsConfig<64, 128, 3, 2, false>, HopperWsConfig<64, 128, 1, 2, false>,
                               HopperWsConfig<64, 64, 4, 4, true>, HopperConfig<64, 64, 2>>;
   static constexpr int FIRST_BASIC = 5, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0, KEY_ROW_TILE = MASKED_VARIANT;
+  static constexpr int WIDE_KEY_ROW_TILE = -1;
   static constexpr int TWO_CONSUMER_VARIANT = 1, ONE_CONSUMER_VARIANT = 3, FOUR_CONSUMER_VARIANT = 4;
   static_assert(std::tuple_element_t<TWO_CONSUMER_VARIANT, Variants>::BLOCK_M == 128 &&
                 std::tuple_element_t<ONE_CONSUMER_VARIANT, Variants>::BLOCK_M == 64 &&
@@ -54,6 +56,7 @@ struct HopperTiles<128> {
                               HopperWsConfig<128, 176, 2, 2, true>, HopperConfig<128, 64, 2>,
                               HopperWsConfig<128, 176, 2, 2, true, 2>>;
   static constexpr int FIRST_BASIC = 3, MASKED_VARIANT = 0, KEY_ROW_VARIANT = -1, KEY_ROW_TILE = MASKED_VARIANT;
+  static constexpr int WIDE_KEY_ROW_TILE = -1;
   // The 176-key tile in clusters of two CTAs sharing each K / V block (TMA multicast; FA3's
   // non-causal d128 kernel), for non-causal unmasked inputs without softcap whose heads have an
   // even count of whole query tiles (cluster_fits), from CLUSTER_MIN_KEYS keys (clusters_pay).
@@ -100,6 +103,11 @@ struct HopperTiles<256> {
   // 4k +1.4 / +4.2 %, 8k +2-4 %, 16k +5-6 % (bench/NOTES-attention-log.md item 96).
   static constexpr int WIDE_VARIANT = 2;
   static bool wide_blocks_pay(const AttentionParams& p) { return p.kv_len >= (p.causal ? 4096 : 1024); }
+  // Key-padding masks take the 80-key tile where unmasked inputs would (its key-row builds have no
+  // spills either), or where variant 2 is forced. Against the 64-key tile's key-row build (H200,
+  // settled, BERT-style padding, fp16 / bf16): non-causal 1k +0.9 / -0.9 %, 4k +4.4 / +6.0 %, 16k
+  // +9.9 / +8.5 %; causal 1k -6.0 / -3.5 %, 4k +2.7 / +1.9 %, 16k +6.4 / +6.1 % (item 96 (f)).
+  static constexpr int WIDE_KEY_ROW_TILE = WIDE_VARIANT;
 };
 
 template <typename CFG>
@@ -229,7 +237,8 @@ int d64_rows(const AttentionParams& p) {
 // f(TypeTag<CFG>, MASKED, KEY_ROW, SOFTCAP) for the kernel that runs p: the
 // bucket's variant, or for masked inputs its MASKED_VARIANT (a tile whose mask
 // code does not spill), KEY_ROW_TILE (KEY_ROW: a key-padding mask, one row for
-// every query) or KEY_ROW_VARIANT (packable key-padding masks), moved to the
+// every query; d256: WIDE_KEY_ROW_TILE where its 80-key tile pays) or
+// KEY_ROW_VARIANT (packable key-padding masks), moved to the
 // first plain wgmma config when the warp-specialised kernel is not allowed or
 // p's views have no tensor maps. d64's rows per tile (d64_rows, or forced by
 // variant TWO_CONSUMER_VARIANT / ONE_CONSUMER_VARIANT / FOUR_CONSUMER_VARIANT)
@@ -282,7 +291,14 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       if (rows == 256) index = Tiles::FOUR_CONSUMER_VARIANT;  // masked or softcapped: moved on below
     }
     if (masked && !one) {
-      index = packed ? Tiles::KEY_ROW_VARIANT : key_row ? Tiles::KEY_ROW_TILE : Tiles::MASKED_VARIANT;
+      bool wide_key_row = false;
+      if constexpr (Tiles::WIDE_KEY_ROW_TILE >= 0) {
+        wide_key_row = key_row && (index == Tiles::WIDE_KEY_ROW_TILE || (index == 0 && Tiles::wide_blocks_pay(p)));
+      }
+      index = packed         ? Tiles::KEY_ROW_VARIANT
+              : wide_key_row ? Tiles::WIDE_KEY_ROW_TILE
+              : key_row      ? Tiles::KEY_ROW_TILE
+                             : Tiles::MASKED_VARIANT;
     }
     // Softcap: the tiles built with it (d64: 192 rows unmasked, 128 masked).
     if (softcap && index != Tiles::FIRST_BASIC) index = masked ? Tiles::MASKED_VARIANT : 0;
@@ -308,6 +324,12 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
         // The general mask code keeps its one build, softcap read at run time (d256's general
         // masks took the plain kernel above).
         return dispatch_bool(key_row, [&](auto KEY_ROW) {
+          if constexpr (Tiles::WIDE_KEY_ROW_TILE >= 0) {
+            using Wide = std::tuple_element_t<Tiles::WIDE_KEY_ROW_TILE, Variants>;
+            if constexpr (KEY_ROW.value) {
+              if (index == Tiles::WIDE_KEY_ROW_TILE) return f(TypeTag<Wide>{}, MASKED, KEY_ROW, false_type{});
+            }
+          }
           using Tile = std::tuple_element_t<KEY_ROW.value ? Tiles::KEY_ROW_TILE : Tiles::MASKED_VARIANT, Variants>;
           return f(TypeTag<Tile>{}, MASKED, KEY_ROW, std::bool_constant<!KEY_ROW.value>{});
         });

@@ -228,7 +228,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   T* s_ones = s_kv + 2 * STAGES * CFG::TILE_KV;  // SUM_BY_MMA: 16 rows of 64 ones (1024-aligned)
   // O_IN_V: the staged output's 64-column atom `at` (BLOCK_M rows) in the V stages.
   auto o_in_v = [&](int at) {
-    return s_kv + (2 * (at / CFG::O_ATOMS_PER_V) + 1) * CFG::TILE_KV + (at % CFG::O_ATOMS_PER_V) * BM * 64;
+    constexpr int PER_V = CFG::O_IN_V ? CFG::O_ATOMS_PER_V : 1;  // (others never call it)
+    return s_kv + (2 * (at / PER_V) + 1) * CFG::TILE_KV + (at % PER_V) * BM * 64;
   };
   uint64_t* q_full = reinterpret_cast<uint64_t*>(reinterpret_cast<unsigned char*>(s_ones) + CFG::ONES_BYTES);
   uint64_t* q_empty = q_full + 1;

@@ -66,8 +66,9 @@ def kernel_path(request):
     rows; the four-consumer 256-row tile takes unmasked inputs without softcap; at d128 'auto-m192'
     forces tile variant 2, the 176-key tile, on every input, and 'auto-m256' variant 4, that tile in
     two-CTA clusters where a head's 128-row query tiles are whole and even, else unclustered; at
-    d256 'auto-m128' forces variant 1, the plain wgmma config, on unmasked inputs, and the others
-    its one warp-specialised tile, which key-padding masks take on every auto path),
+    d256 'auto-m128' forces variant 1, the plain wgmma config, on unmasked inputs, 'auto-m192'
+    variant 2, the 80-key tile, on unmasked inputs without softcap and on key-padding masks, and
+    the others take the warp-specialised tiles by the keys' count, key-padding masks alike),
     'auto-consumer-store' (the same with the output stored by the consumer warps, the kernel's
     fallback where the output has no tensor map), 'wgmma' (the plain wgmma kernel forced) and
     'sm80' (the mma.sync kernel forced)."""
