@@ -773,7 +773,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         mbar_wait(o_empty, (it - 1) & 1);
       }
       if constexpr (CFG::O_IN_V) {
-        // The V stages, once every consumer's last P V of each has read it (this one's: its wait).
+        // The V stages, once every consumer's last P V of each has read them (this one's: its wait).
 #pragma unroll
         for (int u = kv - STAGES; u < kv; ++u) {
           if (u >= 0) mbar_wait(v_empty + u % STAGES, (u / STAGES) & 1);

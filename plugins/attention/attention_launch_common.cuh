@@ -178,8 +178,8 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // d256's tiles (output staged in one slot, HopperWsConfig::O_SLOT, or in the V stages, O_IN_V)
     // keep the computed order: drawn against a CTA per tile, 8k level, 16k 7 % slower on both
     // (H200, settled; bench/NOTES-attention-log.md items 95, 96).
-    const bool can_draw = !CFG::O_SLOT && !CFG::O_IN_V && p.causal && p.mask_kind == MaskKind::none && p.workspace != nullptr &&
-                          p.workspace_bytes >= attention_workspace_bytes(p);
+    const bool can_draw = !CFG::O_SLOT && !CFG::O_IN_V && p.causal && p.mask_kind == MaskKind::none &&
+                          p.workspace != nullptr && p.workspace_bytes >= attention_workspace_bytes(p);
     const bool draw = can_draw && (forced == SCHEDULE_DRAWN ||
                                    (forced == -1 && causal_draws(a.m_blocks)));
     const int section_mib = draw                            ? int(DRAWN_SECTION_MIB)
