@@ -123,6 +123,7 @@ struct HopperWsConfig {
   // consumer waits until every consumer's last P V has read them, and the producer loads the next
   // tile's V only once the stores have read the staged rows (its Q and first K load before that).
   static constexpr int RING_BYTES = (TILE_Q + 2 * STAGES * TILE_KV) * 2 + ONES_BYTES + 1024;
+  // BARRIERS' bytes and the ints after them, with O_EMPTY (not known yet) at its most, CONSUMERS.
   static constexpr int MOST_BARRIER_BYTES = (2 + 4 * STAGES + 4 + 2 * CONSUMERS) * 8 + (6 + TILE_RING) * 4;
   static constexpr bool O_IN_V = RING_BYTES + 64 * D * 2 + MOST_BARRIER_BYTES > 227 * 1024;
   static constexpr bool O_SLOT = !O_IN_V && (BN > 128 || D > 128);
