@@ -44,6 +44,7 @@ struct HopperTiles<64> {
                               HopperWsConfig<64, 64, 4, 4, true>, HopperConfig<64, 64, 2>>;
   static constexpr int FIRST_BASIC = 5, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0, KEY_ROW_TILE = MASKED_VARIANT;
   static constexpr int WIDE_KEY_ROW_TILE = -1;
+  static int plain_tile(const AttentionParams&) { return 0; }  // rows per tile: d64_rows
   static constexpr int TWO_CONSUMER_VARIANT = 1, ONE_CONSUMER_VARIANT = 3, FOUR_CONSUMER_VARIANT = 4;
   static_assert(std::tuple_element_t<TWO_CONSUMER_VARIANT, Variants>::BLOCK_M == 128 &&
                 std::tuple_element_t<ONE_CONSUMER_VARIANT, Variants>::BLOCK_M == 64 &&
@@ -83,6 +84,10 @@ struct HopperTiles<128> {
     const int64_t narrow = (kv_len + NARROW - 1) / NARROW * NARROW, wide = (kv_len + WIDE - 1) / WIDE * WIDE;
     return (wide + WIDE / 4) * 101 < narrow * 100;
   }
+  static int plain_tile(const AttentionParams& p) {
+    if (p.causal) return 0;
+    return clusters_pay(p) ? CLUSTER_VARIANT : wide_blocks_pay(p.kv_len) ? WIDE_VARIANT : 0;
+  }
 };
 template <>
 struct HopperTiles<256> {
@@ -97,12 +102,12 @@ struct HopperTiles<256> {
   static constexpr int FIRST_BASIC = 1, MASKED_VARIANT = 1, KEY_ROW_VARIANT = -1, KEY_ROW_TILE = 0;
   // FlashAttention-3's 80-key blocks, the output staged in the V stages (HopperWsConfig::O_IN_V:
   // the next tile's V waits for the stores, its Q and first K don't), for unmasked inputs without
-  // softcap, non-causal from 1k keys and causal from 4k (wide_blocks_pay). Against variant 0
+  // softcap, non-causal from 1k keys and causal from 4k (plain_tile). Against variant 0
   // (H200, settled, interleaved, fp16 / bf16): non-causal 512 keys -4 %, 1k +3.5 %, 2k +3-5 %,
   // 4k +4 %, 8k +7-8.5 %, 16k +4-6 %; causal 512 -4 %, 1k -0.5 to -4 %, 2k -0.7 / +2.6 %,
   // 4k +1.4 / +4.2 %, 8k +2-4 %, 16k +5-6 % (bench/NOTES-attention-log.md item 96).
   static constexpr int WIDE_VARIANT = 2;
-  static bool wide_blocks_pay(const AttentionParams& p) { return p.kv_len >= (p.causal ? 4096 : 1024); }
+  static int plain_tile(const AttentionParams& p) { return p.kv_len >= (p.causal ? 4096 : 1024) ? WIDE_VARIANT : 0; }
   // Key-padding masks take the 80-key tile where unmasked inputs would (its key-row builds have no
   // spills either), or where variant 2 is forced. Against the 64-key tile's key-row build (H200,
   // settled, BERT-style padding, fp16 / bf16): non-causal 1k +0.9 / -0.9 %, 4k +4.4 / +6.0 %, 16k
@@ -263,20 +268,12 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
     int index = variant;
     bool one = false, packed = false;
     if (index < 0 || index >= int(std::tuple_size_v<Variants>)) index = 0;
+    // Unmasked inputs without softcap under the default variant: the bucket's pick (plain_tile).
+    if (index == 0 && !masked && !softcap) index = Tiles::plain_tile(p);
     if constexpr (D.value == 128) {
-      if (index == 0 && !p.causal && !masked && !softcap) {
-        if (Tiles::clusters_pay(p)) {
-          index = Tiles::CLUSTER_VARIANT;
-        } else if (Tiles::wide_blocks_pay(p.kv_len)) {
-          index = Tiles::WIDE_VARIANT;
-        }
-      }
       // The cluster tile forced (attention_set_tile_variant) where it can't run: the same tile
       // without clusters (the same results: a tile's arithmetic doesn't depend on its cluster).
       if (index == Tiles::CLUSTER_VARIANT && !Tiles::cluster_fits(p)) index = Tiles::WIDE_VARIANT;
-    }
-    if constexpr (D.value == 256) {
-      if (index == 0 && !masked && !softcap && Tiles::wide_blocks_pay(p)) index = Tiles::WIDE_VARIANT;
     }
     if constexpr (D.value == 64) {
       const int rows = index == 0                             ? d64_rows(p)
@@ -291,10 +288,10 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       if (rows == 256) index = Tiles::FOUR_CONSUMER_VARIANT;  // masked or softcapped: moved on below
     }
     if (masked && !one) {
-      bool wide_key_row = false;
-      if constexpr (Tiles::WIDE_KEY_ROW_TILE >= 0) {
-        wide_key_row = key_row && (index == Tiles::WIDE_KEY_ROW_TILE || (index == 0 && Tiles::wide_blocks_pay(p)));
-      }
+      // WIDE_KEY_ROW_TILE: where unmasked inputs would take that tile, or where it is forced.
+      const bool wide_key_row = key_row && Tiles::WIDE_KEY_ROW_TILE >= 0 &&
+                                (index == Tiles::WIDE_KEY_ROW_TILE ||
+                                 (index == 0 && Tiles::plain_tile(p) == Tiles::WIDE_KEY_ROW_TILE));
       index = packed         ? Tiles::KEY_ROW_VARIANT
               : wide_key_row ? Tiles::WIDE_KEY_ROW_TILE
               : key_row      ? Tiles::KEY_ROW_TILE
