@@ -74,7 +74,7 @@ if has sanitize; then
   # racecheck on the attention script instruments our kernels only (--kernel-name kns=trt_fastops:
   # every kernel we ship is in namespace trt_fastops, tests/test_kernel_namespace.py). Over the
   # torch reference kernels it compares against, racecheck took minutes a persistent case and did
-  # not finish the longest in 280 s (session 53); filtered, all eight paths take ~2 minutes. A
+  # not finish the longest in 280 s (session 53); filtered, all nine paths take ~2 minutes. A
   # deliberately racy kernel showed that the filter instruments what it names. The other scripts
   # run unfiltered: with a filter, Dense's cuBLASLt fallback stopped on "Internal Sanitizer Error:
   # ... failed to handle a hardware exception", where unfiltered racecheck and memcheck are clean

@@ -99,6 +99,12 @@ CASES = [
                                                                                  variant=2)),
     ("d256-n80-empty-tiles", "float16", 2, 16, 4, 700, 400, 256, 256, dict(causal=True, causal_offset=-300,
                                                                           variant=2)),
+    # d64's packed tile (variant 6: 192-row tiles over the heads' rows end to end): tiles that
+    # straddle two heads (each consumer on its own head's K / V ring), a last tile with an empty
+    # slot, GQA heads sharing K / V across a straddle, several tiles a CTA.
+    ("packed-d64", "float16", 2, 5, 5, 256, 300, 64, 64, dict(variant=6)),
+    ("packed-d64-gqa", "bfloat16", 3, 8, 2, 448, 1088, 64, 64, dict(variant=6)),
+    ("packed-d64-many", "float16", 16, 12, 12, 320, 200, 64, 64, dict(variant=6)),
     # ViT-B/16 at batch 32: the cost model's 256-row tile under 512 keys (197 rows of 256, the
     # fourth consumer's 5 rows; 64-key blocks, the last one 5 keys).
     ("vit-b16", "float16", 32, 12, 12, 197, 197, 64, 64, {}),
@@ -150,9 +156,10 @@ def run_case(torch, check, make_inputs, forced_schedule, case) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--paths", default="auto,auto-m64,auto-m128,auto-m192,auto-m256,auto-consumer-store,wgmma,sm80",
-                    help="comma-separated kernel paths (_C.attention_set_path; auto-m64 / m128 / m192 / m256: auto "
-                         "with d64's rows per tile forced; auto-consumer-store: the output stored by the consumer "
+    ap.add_argument("--paths", default="auto,auto-m64,auto-m128,auto-m192,auto-m256,auto-packed,auto-consumer-store,"
+                                       "wgmma,sm80",
+                    help="comma-separated kernel paths (_C.attention_set_path; auto-m64 / m128 / m192 / m256 / packed: "
+                         "auto with d64's rows per tile forced; auto-consumer-store: the output stored by the consumer "
                          "warps), default all")
     ap.add_argument("--cases", default=None,
                     help="comma-separated case names (see --list), default all; racecheck takes minutes on each "

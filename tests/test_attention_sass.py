@@ -35,10 +35,11 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "plugins" / "attention" / "attention_hopper.cu"
 
-# HopperWsConfig<D, BLOCK_N, CONSUMERS, STAGES, PINGPONG, CLUSTER_CTAS> and the kernel's MASKED,
-# KEY_ROW flags, as they appear in the mangled name of flash_fwd_ws_kernel<T, CFG, MASKED, KEY_ROW,
-# MASK> (CLUSTER_CTAS, defaulted, is spelled out by the mangling).
-WS_NAME = re.compile(r"flash_fwd_ws_kernel.*HopperWsConfigILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])(?:ELi\d+)?EEELb([01])ELb([01])E")
+# HopperWsConfig<D, BLOCK_N, CONSUMERS, STAGES, PINGPONG, CLUSTER_CTAS, PACKED> and the kernel's
+# MASKED, KEY_ROW flags, as they appear in the mangled name of flash_fwd_ws_kernel<T, CFG, MASKED,
+# KEY_ROW, MASK> (CLUSTER_CTAS and PACKED, defaulted, are spelled out by the mangling).
+WS_NAME = re.compile(r"flash_fwd_ws_kernel.*HopperWsConfigILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb([01])(?:ELi\d+)?"
+                     r"(?:ELb[01])?EEELb([01])ELb([01])E")
 # General masks (one row per query) keep their per-element mask loads in registers the tile
 # does not have: these variants spill, as they did when the bound was recorded (92 and 148 bytes).
 GENERAL_MASK_SPILL_BOUND = 160

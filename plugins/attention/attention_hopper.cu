@@ -41,15 +41,22 @@ template <>
 struct HopperTiles<64> {
   using Variants = std::tuple<HopperWsConfig<64, 128, 3, 2, true>, HopperWsConfig<64, 128, 2, 2, true>,
                               HopperWsConfig<64, 128, 3, 2, false>, HopperWsConfig<64, 128, 1, 2, false>,
-                              HopperWsConfig<64, 64, 4, 4, true>, HopperConfig<64, 64, 2>>;
+                              HopperWsConfig<64, 64, 4, 4, true>, HopperConfig<64, 64, 2>,
+                              HopperWsConfig<64, 128, 3, 2, true, 1, true>, HopperWsConfig<64, 128, 3, 2, true>>;
   static constexpr int FIRST_BASIC = 5, MASKED_VARIANT = 1, KEY_ROW_VARIANT = 0, KEY_ROW_TILE = MASKED_VARIANT;
   static constexpr int WIDE_KEY_ROW_TILE = -1;
   static int plain_tile(const AttentionParams&) { return 0; }  // rows per tile: d64_rows
   static constexpr int TWO_CONSUMER_VARIANT = 1, ONE_CONSUMER_VARIANT = 3, FOUR_CONSUMER_VARIANT = 4;
+  // Variant 0's tile over the heads' rows end to end (HopperWsConfig::PACK_HEADS), where d64_rows
+  // picks 192 rows and pack_heads_fit accepts the inputs; UNPACKED_VARIANT forces variant 0's tile
+  // a head at a time (the same kernel: for A/B timing against the packed one).
+  static constexpr int PACKED_VARIANT = 6, UNPACKED_VARIANT = 7;
   static_assert(std::tuple_element_t<TWO_CONSUMER_VARIANT, Variants>::BLOCK_M == 128 &&
                 std::tuple_element_t<ONE_CONSUMER_VARIANT, Variants>::BLOCK_M == 64 &&
                 std::tuple_element_t<FOUR_CONSUMER_VARIANT, Variants>::BLOCK_M == 256 &&
-                std::tuple_element_t<0, Variants>::BLOCK_M == 192);
+                std::tuple_element_t<0, Variants>::BLOCK_M == 192 &&
+                std::tuple_element_t<PACKED_VARIANT, Variants>::PACK_HEADS &&
+                std::is_same_v<std::tuple_element_t<UNPACKED_VARIANT, Variants>, std::tuple_element_t<0, Variants>>);
 };
 template <>
 struct HopperTiles<128> {
@@ -117,15 +124,16 @@ struct HopperTiles<256> {
 
 template <typename CFG>
 constexpr bool is_warp_specialised = false;
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER>
-constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER>> = true;
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER, bool PACKED>
+constexpr bool is_warp_specialised<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER, PACKED>> = true;
 // Warp-specialised tiles with a key-row build per mask type (typed_key_row_mask);
 // the three-consumer tile, for grids of several tiles per SM, keeps one build
 // (typed, its 160-register consumers spill).
 template <typename CFG>
 constexpr bool typed_key_row_build = false;
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER>
-constexpr bool typed_key_row_build<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER>> = CONSUMERS < 3;
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER, bool PACKED>
+constexpr bool typed_key_row_build<HopperWsConfig<D, BN, CONSUMERS, STAGES, PINGPONG, CLUSTER, PACKED>> =
+    CONSUMERS < 3;
 
 // The driver's tensor-map encoder, looked up once (no link-time libcuda dependency).
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -167,10 +175,11 @@ bool encode_view(CUtensorMap* map, DType dtype, const void* base, const TensorVi
   return r == CUDA_SUCCESS;
 }
 
-// Q, K and V must have maps; the output's is optional (without it, or with
-// attention_set_output_store's consumers, they store their rows themselves).
-bool encode_maps(const AttentionParams& p, int block_m, int block_n, TmaMaps* maps) {
-  if (!encode_view(&maps->q, p.dtype, p.q, p.q_view, p.batch, p.q_heads, p.q_len, p.head_dim, block_m) ||
+// Q, K and V must have maps (Q's boxes of q_rows: a tile's, or a packed tile's slot); the output's
+// is optional (without it, or with attention_set_output_store's consumers, they store their rows
+// themselves).
+bool encode_maps(const AttentionParams& p, int q_rows, int block_n, TmaMaps* maps) {
+  if (!encode_view(&maps->q, p.dtype, p.q, p.q_view, p.batch, p.q_heads, p.q_len, p.head_dim, q_rows) ||
       !encode_view(&maps->k, p.dtype, p.k, p.k_view, p.batch, p.kv_heads, p.kv_len, p.head_dim, block_n) ||
       !encode_view(&maps->v, p.dtype, p.v, p.v_view, p.batch, p.kv_heads, p.kv_len, p.v_head_dim, block_n))
     return false;
@@ -199,6 +208,16 @@ bool typed_key_row_mask(const AttentionParams& p) {
   return p.mask_kind == MaskKind::additive && p.mask_dtype == p.dtype;
 }
 
+// Non-causal unmasked inputs without softcap whose heads' rows can be laid end to end in 192-row
+// tiles (HopperWsConfig::PACK_HEADS): each head a multiple of 64 rows (a slot lies in one head),
+// at least 128 (at most two heads a tile), not a multiple of 192 (nothing to save), and the rows'
+// count within 32-bit tile math.
+bool pack_heads_fit(const AttentionParams& p) {
+  return !p.causal && p.mask_kind == MaskKind::none && !(p.softcap > 0.f) && p.q_len % 64 == 0 && p.q_len >= 128 &&
+         p.q_len % 192 != 0 && p.batch * p.q_heads * p.q_len <= int64_t(INT32_MAX) - 256 &&
+         p.kv_len <= int64_t(INT32_MAX) - 256;
+}
+
 // d64 without causal masking: rows per tile, 64 (one consumer, two CTAs per
 // SM) or 192 (three consumers). Each SM walks ceil(tiles / SMs) tiles of the
 // persistent grid, less what partial tiles save where they are dealt apart
@@ -218,7 +237,15 @@ bool typed_key_row_mask(const AttentionParams& p) {
 // B32 S1k 261.9 / 229.5 / 250.4, and 16k tokens at H32 S512 - / 178.1 / 175.2;
 // the pick is 0.1 % slower than the best on average, at most 1.9 %. Causal
 // inputs keep 192 rows (256 ran 10-58 % slower).
-int d64_rows(const AttentionParams& p) {
+// *packed: 192 rows over the heads' rows end to end (pack_heads_fit), where that costs no more than
+// 192 rows a head: whole tiles, so ceil(rows / 192 / SMs) rounds (16k tokens at H32, 192 rows a
+// head / packed: 512 keys 23.02 / 21 rounds, 1k 23 / 21, 2k 21.3 / 21, 4k 21.16 / 21, 8k and 16k
+// 21 / 21). Measured on the H200 (settled, interleaved, fp16 / bf16), packed against 256 rows:
+// 512 keys +1-2.5 % / +2.7 %, 1k +3.5-4 % / +5-6 %, 2k +5-6 % / +6 %; against 192 rows a head: 4k
+// +2.1 % / +3.0 %, 8k +1.0 % / +1.3 %, 16k +1.1 % / +0.8 % (a head's partial last tile costs more
+// than the model's 0.86; bench/NOTES-attention-log.md item 97).
+int d64_rows(const AttentionParams& p, bool* packed) {
+  *packed = false;
   LaunchDevice dev;
   if (p.causal || current_launch_device(&dev) != cudaSuccess || dev.multiprocessors <= 0) return 192;
   auto cost = [&](int64_t rows, double per_row) {
@@ -234,9 +261,20 @@ int d64_rows(const AttentionParams& p) {
            double(rows) * per_row;
   };
   const bool plain = p.mask_kind == MaskKind::none && !(p.softcap > 0.f);
-  const double c64 = cost(64, 1.21), c192 = cost(192, 1.0);
+  const double c64 = cost(64, 1.21);
+  double c192 = cost(192, 1.0);
+  if (pack_heads_fit(p)) {
+    const int64_t per_round = 192 * int64_t(dev.multiprocessors);
+    const double c_packed = double((p.batch * p.q_heads * p.q_len + per_round - 1) / per_round) * 192;
+    if (c_packed <= c192) {
+      c192 = c_packed;
+      *packed = true;
+    }
+  }
   const double c256 = plain ? cost(256, 1.07) : std::numeric_limits<double>::infinity();
-  return c64 <= c192 && c64 <= c256 ? 64 : c256 < c192 ? 256 : 192;
+  const int rows = c64 <= c192 && c64 <= c256 ? 64 : c256 < c192 ? 256 : 192;
+  *packed = *packed && rows == 192;
+  return rows;
 }
 
 // f(TypeTag<CFG>, MASKED, KEY_ROW, SOFTCAP) for the kernel that runs p: the
@@ -276,11 +314,15 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
       if (index == Tiles::CLUSTER_VARIANT && !Tiles::cluster_fits(p)) index = Tiles::WIDE_VARIANT;
     }
     if constexpr (D.value == 64) {
-      const int rows = index == 0                             ? d64_rows(p)
+      // The packed tile forced where it can't run: as variant 0 (d64_rows, which picks it where it pays).
+      if (index == Tiles::PACKED_VARIANT && !pack_heads_fit(p)) index = 0;
+      bool pack_heads = false;
+      const int rows = index == 0                             ? d64_rows(p, &pack_heads)
                        : index == Tiles::TWO_CONSUMER_VARIANT  ? 128
                        : index == Tiles::ONE_CONSUMER_VARIANT  ? 64
                        : index == Tiles::FOUR_CONSUMER_VARIANT ? 256
                                                                : 192;
+      if (pack_heads) index = Tiles::PACKED_VARIANT;
       one = rows == 64 && (!masked || key_row);
       packed = key_row && rows >= 192 && key_row_packable(p);
       if (rows == 128) index = Tiles::TWO_CONSUMER_VARIANT;
@@ -300,10 +342,12 @@ auto dispatch_hopper_config(const AttentionParams& p, int variant, bool allow_ws
     // Softcap: the tiles built with it (d64: 192 rows unmasked, 128 masked).
     if (softcap && index != Tiles::FIRST_BASIC) index = masked ? Tiles::MASKED_VARIANT : 0;
     if (index != Tiles::FIRST_BASIC) {
-      const auto [block_m, block_n] = dispatch_variant<Variants>(index, [](auto cfg) {
-        return std::pair<int, int>(decltype(cfg)::type::BLOCK_M, decltype(cfg)::type::BLOCK_N);
+      const auto [q_rows, block_n] = dispatch_variant<Variants>(index, [](auto cfg) {
+        using C = typename decltype(cfg)::type;
+        if constexpr (is_warp_specialised<C>) return std::pair<int, int>(C::Q_BOX_ROWS, C::BLOCK_N);
+        return std::pair<int, int>(C::BLOCK_M, C::BLOCK_N);
       });
-      if (!allow_ws || !encode_maps(p, block_m, block_n, maps)) index = Tiles::FIRST_BASIC;
+      if (!allow_ws || !encode_maps(p, q_rows, block_n, maps)) index = Tiles::FIRST_BASIC;
     }
     return dispatch_bool(masked, [&](auto MASKED) {
       using Basic = std::tuple_element_t<Tiles::FIRST_BASIC, Variants>;

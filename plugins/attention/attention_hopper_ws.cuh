@@ -60,9 +60,10 @@ struct TmaMaps {
 // (their o_empty wait): three slots would do.
 inline constexpr int TILE_RING = 4;
 
-template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER_CTAS = 1>
+template <int D, int BN, int CONSUMERS, int STAGES, bool PINGPONG, int CLUSTER_CTAS = 1, bool PACKED = false>
 struct HopperWsConfig {
   static constexpr const char* NAME = CLUSTER_CTAS > 1 ? "flash_fwd_ws_pingpong_c2"
+                                      : PACKED         ? "flash_fwd_ws_pingpong_packed"
                                       : PINGPONG       ? "flash_fwd_ws_pingpong"
                                                        : "flash_fwd_ws";
   // CLUSTER > 1: CTAs in clusters of that many, on neighbouring query tiles of one head (the
@@ -74,6 +75,15 @@ struct HopperWsConfig {
   static constexpr int CLUSTER = CLUSTER_CTAS;
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && PINGPONG && D / 64 % CLUSTER == 0), "clusters of two, d128 ping-pong");
   static_assert(STAGES >= 2, "K/V ring of two or more stages");
+  // PACK_HEADS: tiles over the heads' query rows laid end to end (FlashArgs::packed_tiles), so a
+  // head whose rows are not a whole number of tiles pads none: a tile's 64-row consumer slots
+  // each lie in one head, at most two heads a tile (q_len a multiple of 64, at least 128). Q comes
+  // a slot at a time (Q_BOX_ROWS); K / V come for each head of the tile, the second's into a
+  // second ring (KV_STREAMS) whose stages share the first's barriers; each consumer reads its
+  // head's. Non-causal, unmasked inputs without softcap (all tiles then walk the same key blocks).
+  static constexpr bool PACK_HEADS = PACKED;
+  static_assert(!PACKED || (CLUSTER == 1 && CONSUMERS >= 2), "packed tiles: no clusters, two or more slots");
+  static constexpr int KV_STREAMS = PACKED ? 2 : 1;
   static constexpr int HEAD_DIM = D, BLOCK_M = 64 * CONSUMERS, BLOCK_N = BN, NUM_WARPS = 4 * (CONSUMERS + 1);
   // One consumer (64-row tiles, for grids that leave SMs idle): two CTAs per
   // SM, so an SM's tensor cores and exponential units are shared by two tiles
@@ -113,6 +123,7 @@ struct HopperWsConfig {
   static_assert(CONSUMERS < 4 || BN <= 64, "four consumers hold 64-key blocks only");
   static_assert(!(PINGPONG && CONSUMERS == 1), "ping-pong turns need two or more consumers");
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
+  static constexpr int Q_BOX_ROWS = PACKED ? 64 : BLOCK_M;       // Q's tensor-map box
   // Output staging: the tile's rows, or (O_SLOT: blocks wider than 128 keys or heads wider than
   // 128 dims, whose K/V ring leaves no room for the whole tile's) one consumer's 64 rows at a
   // time, the consumers taking the slot in turn: consumer c stages tile it's rows once the store
@@ -122,7 +133,7 @@ struct HopperWsConfig {
   // whole tile's rows are staged in the V stages (FlashAttention-3's smem_o over smem_v): each
   // consumer waits until every consumer's last P V has read them, and the producer loads the next
   // tile's V only once the stores have read the staged rows (its Q and first K load before that).
-  static constexpr int RING_BYTES = (TILE_Q + 2 * STAGES * TILE_KV) * 2 + ONES_BYTES + 1024;
+  static constexpr int RING_BYTES = (TILE_Q + 2 * STAGES * KV_STREAMS * TILE_KV) * 2 + ONES_BYTES + 1024;
   // BARRIERS' bytes and the ints after them, with O_EMPTY (not known yet) at its most, CONSUMERS.
   static constexpr int MOST_BARRIER_BYTES = (2 + 4 * STAGES + 4 + 2 * CONSUMERS) * 8 + (6 + TILE_RING) * 4;
   static constexpr bool O_IN_V = RING_BYTES + 64 * D * 2 + MOST_BARRIER_BYTES > 227 * 1024;
@@ -133,7 +144,8 @@ struct HopperWsConfig {
   static_assert(!O_IN_V || (!SUM_BY_MMA && CLUSTER == 1 && STAGES * O_ATOMS_PER_V >= D / 64),
                 "O_IN_V: the tile's output fits in the V stages");
   // Q, the output staging tile (so the next tile's Q can land during this
-  // tile's last P V and epilogue; none under O_IN_V), STAGES x (K, V), SUM_BY_MMA's ones (ONES_BYTES),
+  // tile's last P V and epilogue; none under O_IN_V), STAGES x (K, V) (PACK_HEADS: twice, the second
+  // head's after the first's), SUM_BY_MMA's ones (ONES_BYTES),
   // 1024 bytes of alignment slack, then the barriers: q_full, q_empty, k_full[STAGES], v_full[STAGES],
   // k_empty[STAGES], v_empty[STAGES], scan_full[2], scan_empty[2],
   // o_full[CONSUMERS], o_empty, then the
@@ -142,7 +154,8 @@ struct HopperWsConfig {
   // consumers (2 ints), then the drawn tiles' ring (TILE_RING ints).
   static constexpr int BARRIERS = 2 + 4 * STAGES + 4 + CONSUMERS + O_EMPTY;
   static constexpr int SMEM_BYTES =
-      (TILE_Q + TILE_O + 2 * STAGES * TILE_KV) * 2 + ONES_BYTES + 1024 + BARRIERS * 8 + (6 + TILE_RING) * 4;
+      (TILE_Q + TILE_O + 2 * STAGES * KV_STREAMS * TILE_KV) * 2 + ONES_BYTES + 1024 + BARRIERS * 8 +
+      (6 + TILE_RING) * 4;
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "wgmma / TMA tiles");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
   static_assert(BLOCKS_PER_SM * (SMEM_BYTES + 1024) <= 228 * 1024, "shared memory per SM (1 KiB reserved per CTA)");
@@ -226,7 +239,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   T* s_q = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   T* s_o = s_q + CFG::TILE_Q;
   T* s_kv = s_o + CFG::TILE_O;  // stage i: K at s_kv + 2i * TILE_KV, V right after
-  T* s_ones = s_kv + 2 * STAGES * CFG::TILE_KV;  // SUM_BY_MMA: 16 rows of 64 ones (1024-aligned)
+  // PACK_HEADS: the second head's ring, stage i at s_kv + 2 (STAGES + i) * TILE_KV.
+  T* s_ones = s_kv + 2 * STAGES * CFG::KV_STREAMS * CFG::TILE_KV;  // SUM_BY_MMA: 16 rows of 64 ones (1024-aligned)
   // O_IN_V: the staged output's 64-column atom `at` (BLOCK_M rows) in the V stages.
   auto o_in_v = [&](int at) {
     constexpr int PER_V = CFG::O_IN_V ? CFG::O_ATOMS_PER_V : 1;  // (others never call it)
@@ -269,10 +283,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   // fifth), and the two-consumer d64 tile spilled 4 bytes; masked kernels walk the tile's
   // blocks, not the consumer's.
   constexpr bool narrow_blocks = !MASKED && D == 64 && BN == 128 && CONSUMERS != 2;
+  constexpr bool pack_heads = CFG::PACK_HEADS;
+  static_assert(!pack_heads || (!MASKED && !SOFTCAP), "packed tiles: unmasked inputs without softcap");
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const uint32_t cta_rank = CFG::CLUSTER > 1 ? cluster_cta_rank() : 0;
-  const int tiles = a.m_blocks * a.bh_count;
+  const int tiles = pack_heads ? a.packed_tiles : a.m_blocks * a.bh_count;
   if constexpr (mma_sum) {
     // Ones for the row sums, written before any product reads them (async proxy).
     const uint32_t one2 = std::is_same_v<T, __half> ? 0x3C003C00u : 0x3F803F80u;
@@ -329,7 +345,18 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           break;
         }
         const int next = drawn ? atomicAdd(a.tile_counter, 1) + int(gridDim.x) : 0;
-        BlockWork w = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
+        BlockWork w = pack_heads ? packed_work<BM, BN>(a, tile, 0) : block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
+        // PACK_HEADS: the K / V head of the tile's last slot where it differs from the first's
+        // (the second ring's; a slot past the last row counts as the last head's).
+        int kvh2 = 0, b2 = 0;
+        bool second = false;
+        if constexpr (pack_heads) {
+          const BlockWork w2 = packed_work<BM, BN>(a, tile, CONSUMERS - 1);
+          kvh2 = w2.kvh;
+          b2 = w2.b;
+          second = kvh2 != w.kvh || b2 != w.b;
+        }
+        const uint32_t kv_bytes = second ? 2 * KV_BYTES : KV_BYTES;
         // CLUSTER: this CTA's share of a K or V block's 64-column atoms, multicast to every CTA.
         // (Without clusters load_kv keeps its own loops: through this lambda ptxas ordered the
         // producer's code differently, where now every kernel without clusters is as before.)
@@ -346,24 +373,36 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           T* s_k = s_kv + 2 * st * CFG::TILE_KV;
           T* s_v = s_k + CFG::TILE_KV;
           if (round > 0) mbar_wait(k_empty + st, (round - 1) & 1);
-          mbar_arrive_expect_tx(k_full + st, KV_BYTES);  // CLUSTER: the whole block, every CTA's share
+          mbar_arrive_expect_tx(k_full + st, kv_bytes);  // CLUSTER: the whole block, every CTA's share
           if constexpr (CFG::CLUSTER > 1) {
             multicast_share(s_k, &maps.k, k_full + st, nb);
           } else {
 #pragma unroll
             for (int at = 0; at < ATOMS; ++at)
               tma_load_4d(s_k + at * BN * 64, &maps.k, k_full + st, at * 64, nb * BN, w.kvh, w.b);
+            if (pack_heads && second) {
+#pragma unroll
+              for (int at = 0; at < ATOMS; ++at)
+                tma_load_4d(s_k + 2 * STAGES * CFG::TILE_KV + at * BN * 64, &maps.k, k_full + st, at * 64, nb * BN,
+                            kvh2, b2);
+            }
           }
           if (round > 0) mbar_wait(v_empty + st, (round - 1) & 1);
           // O_IN_V: the previous tile's staged rows, read by its stores, before this tile's first V.
           if (CFG::O_IN_V && nb == 0 && it > 0) mbar_wait(o_empty, (it - 1) & 1);
-          mbar_arrive_expect_tx(v_full + st, KV_BYTES);
+          mbar_arrive_expect_tx(v_full + st, kv_bytes);
           if constexpr (CFG::CLUSTER > 1) {
             multicast_share(s_v, &maps.v, v_full + st, nb);
           } else {
 #pragma unroll
             for (int at = 0; at < ATOMS; ++at)
               tma_load_4d(s_v + at * BN * 64, &maps.v, v_full + st, at * 64, nb * BN, w.kvh, w.b);
+            if (pack_heads && second) {
+#pragma unroll
+              for (int at = 0; at < ATOMS; ++at)
+                tma_load_4d(s_v + 2 * STAGES * CFG::TILE_KV + at * BN * 64, &maps.v, v_full + st, at * 64, nb * BN,
+                            kvh2, b2);
+            }
           }
           ++kv;
         };
@@ -381,8 +420,24 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         } else {
           mbar_arrive_expect_tx(q_full, Q_BYTES);
         }
+        if constexpr (pack_heads) {
+          // A slot at a time, each from its own head (a slot past the last row reads the last
+          // head's last rows: never used).
 #pragma unroll
-        for (int at = 0; at < ATOMS; ++at) tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
+          for (int c = 0; c < CONSUMERS; ++c) {
+            int row;
+            const int bh = packed_slot(a, tile, c, BM, row);
+            const int bq = min(bh, a.bh_count - 1), b = a.div_q_heads.div(bq);
+            const int r = bh < a.bh_count ? row : a.q_len - 64;
+#pragma unroll
+            for (int at = 0; at < ATOMS; ++at)
+              tma_load_4d(s_q + at * BM * 64 + c * 64 * 64, &maps.q, q_full, at * 64, r, bq - b * a.q_heads, b);
+          }
+        } else {
+#pragma unroll
+          for (int at = 0; at < ATOMS; ++at)
+            tma_load_4d(s_q + at * BM * 64, &maps.q, q_full, at * 64, w.m0, w.h, w.b);
+        }
         const bool any = w.n_blocks > 0;
         if (any) load_kv(0);
         if (CFG::O_IN_V && !any && it > 0) mbar_wait(o_empty, (it - 1) & 1);  // one wait a tile, in order
@@ -435,14 +490,19 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           tile = persistent_tile(a, it, tiles);
         }
         if (tile >= tiles) break;
-        int m_block;
-        const int bh = tile_head(a, tile, m_block);
-        const int b = a.div_q_heads.div(bh), h = bh - b * a.q_heads;
+        int m_block = 0;
+        int bh = pack_heads ? 0 : tile_head(a, tile, m_block);
+        int b = a.div_q_heads.div(bh), h = bh - b * a.q_heads;
         const int m0 = m_block * BM - a.m_shift;
         constexpr int O_ROWS = CFG::O_SLOT ? 64 : BM;  // rows of the staging buffer
         for (int c = 0; c < CONSUMERS; ++c) {
           mbar_wait(o_full + c, it & 1);
-          const int row0 = m0 + 64 * c;
+          int row0 = m0 + 64 * c;
+          if constexpr (pack_heads) {
+            bh = packed_slot(a, tile, c, BM, row0);  // past the last row: row0 = q_len, not stored
+            b = a.div_q_heads.div(min(bh, a.bh_count - 1));
+            h = bh - b * a.q_heads;
+          }
           const int local0 = CFG::O_SLOT ? 0 : 64 * c;  // the consumer's first row in s_o
           if (!maps.o_mapped || row0 + 64 <= 0 || row0 >= a.q_len) {
             // stored by the consumers / no rows
@@ -510,8 +570,11 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     // whole block: a narrow block's S as m64n64 products into s's first half had ptxas
     // serialise every wgmma of the kernel (C7511 / C7515); into an array of its own it compiled
     // cleanly but measured level (bench/NOTES-attention-log.md item 88 (a)).
+    // PACK_HEADS: the ring of this consumer's head this tile (the second's, s_kv + 2 STAGES TILE_KV,
+    // where its head is not the tile's first).
+    const T* kv_ring = s_kv;
     auto issue_s = [&](float (&s)[1][NT][4], int st) {
-      const T* s_k = s_kv + 2 * st * CFG::TILE_KV;
+      const T* s_k = kv_ring + 2 * st * CFG::TILE_KV;
       const uint64_t desc_k0 = sw128_desc(s_k, 16);
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -526,7 +589,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
     // narrow: the block's first BN / 2 keys only. Fenced and committed here, so no branch falls
     // between a fence and its commit.
     auto issue_pv = [&](const uint32_t (&ap)[NT / 2][1][4], int st, bool narrow) {
-      const T* s_v = s_kv + (2 * st + 1) * CFG::TILE_KV;
+      const T* s_v = kv_ring + (2 * st + 1) * CFG::TILE_KV;
       const uint64_t desc_v0 = sw128_desc(s_v, mma_sum ? uint32_t(s_ones - s_v) * sizeof(T) : BN * 128);
       auto pv_step = [&](int ks) {
         const uint32_t bytes = ks * 16 * 64 * sizeof(T);
@@ -641,7 +704,14 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         }
         break;
       }
-      w_cur = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
+      if constexpr (pack_heads) {
+        // This consumer's own head and rows, and its head's ring.
+        w_cur = packed_work<BM, BN>(a, tile, cg_uniform);
+        const BlockWork w0 = packed_work<BM, BN>(a, tile, 0);
+        kv_ring = s_kv + (w_cur.kvh != w0.kvh || w_cur.b != w0.b ? 2 * STAGES * CFG::TILE_KV : 0);
+      } else {
+        w_cur = block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
+      }
       const BlockWork& w = w_cur;
 #pragma unroll
       for (int dt = 0; dt < DO; ++dt) o[0][dt][0] = o[0][dt][1] = o[0][dt][2] = o[0][dt][3] = 0.f;

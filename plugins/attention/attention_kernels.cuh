@@ -83,6 +83,10 @@ struct FlashArgs {
   // Non-null (warp-specialised kernels): CTAs draw their tiles after the
   // first (blockIdx.x) from this counter, zeroed before the launch.
   int* tile_counter;
+  // > 0 (HopperWsConfig::PACK_HEADS): the heads' query rows laid end to end in this many tiles
+  // (packed_work), so no head pads its last tile; q_len is a multiple of 64.
+  int packed_tiles;
+  FastDiv div_q_len;  // by q_len (packed tiles)
 };
 
 // MIN_BLOCKS: CTAs per SM to fit (caps registers at 65536 / (THREADS * MIN_BLOCKS)).
@@ -214,6 +218,39 @@ __device__ __forceinline__ BlockWork block_work(const FlashArgs& a, int tile) {
   // Raw mode (scale folded into the exponent, one FFMA per element) unless
   // softcap or an additive mask needs log2 units first; needs a positive scale.
   w.raw_scores = !(SOFTCAP && a.softcap > 0.f) && !(MASKED && a.mask_kind == 2 && !RAW_MASK) && a.scale_log2 > 0.f;
+  w.exp_scale = w.raw_scores ? a.scale_log2 : 1.f;
+  return w;
+}
+
+// Packed tiles (FlashArgs::packed_tiles; non-causal, unmasked): tile `tile`'s 64-row slot `slot`
+// holds rows tile * BM + 64 * slot of the heads' rows end to end, all in one head (q_len is a
+// multiple of 64). Returns that head (bh_count for a slot past the last row) and sets `row`, the
+// slot's first row in it (q_len past the last row, so no row of it runs or is stored).
+__device__ __forceinline__ int packed_slot(const FlashArgs& a, int tile, int slot, int block_m, int& row) {
+  const int flat = tile * block_m + 64 * slot;
+  const int bh = a.div_q_len.div(flat);
+  row = bh < a.bh_count ? flat - bh * a.q_len : a.q_len;
+  return bh;
+}
+
+// The work of consumer c (rows 64 c ..) of a packed tile: block_work's for its own head, m0 set
+// so that m0 + 64 c is its first row (a slot past the last row: the last head's, no rows). Packed
+// inputs are non-causal, unmasked and without softcap: every key block, raw scores.
+// (block_work keeps its own code: built through a shared helper, ptxas scheduled the d128 kernels'
+// loops differently.)
+template <int BM, int BN>
+__device__ __forceinline__ BlockWork packed_work(const FlashArgs& a, int tile, int c) {
+  BlockWork w;
+  int row;
+  w.bh = min(packed_slot(a, tile, c, BM, row), a.bh_count - 1);
+  w.b = a.div_q_heads.div(w.bh);
+  w.h = w.bh - w.b * a.q_heads;
+  w.kvh = a.div_group.div(w.h);
+  w.m0 = row - 64 * c;
+  // In 32 bits (the launcher sends kv_len < 2^31 - 256): as block_work's 64-bit form, the count
+  // took the consumers' block loop off the uniform datapath (24 R2UR a trip) and spilled.
+  w.n_blocks = a.kv_len > 0 ? (a.kv_len + BN - 1) / BN : 0;
+  w.raw_scores = a.scale_log2 > 0.f;
   w.exp_scale = w.raw_scores ? a.scale_log2 : 1.f;
   return w;
 }

@@ -107,6 +107,12 @@ struct ClusterOf : std::integral_constant<int, 1> {};
 template <typename CFG>
 struct ClusterOf<CFG, std::void_t<decltype(CFG::CLUSTER)>> : std::integral_constant<int, CFG::CLUSTER> {};
 
+// Whether CFG packs the heads' rows into its tiles (HopperWsConfig::PACK_HEADS; false for configs without).
+template <typename CFG, typename = void>
+struct PackHeadsOf : std::false_type {};
+template <typename CFG>
+struct PackHeadsOf<CFG, std::void_t<decltype(CFG::PACK_HEADS)>> : std::bool_constant<CFG::PACK_HEADS> {};
+
 // A launch of `blocks` CTAs of CFG's kernel on `stream` in clusters of ClusterOf<CFG> CTAs
 // (`attr`: the configuration's one attribute, the cluster shape).
 template <typename CFG>
@@ -161,6 +167,12 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
   if (const cudaError_t err = allow_dynamic_smem(kernel, CFG::SMEM_BYTES, smem_ready, dev.index); err != cudaSuccess)
     return err;
   int64_t blocks = int64_t(a.m_blocks) * a.bh_count;
+  if constexpr (PackHeadsOf<CFG>::value) {
+    // The heads' rows end to end (the dispatcher sends q_len a multiple of 64, at least 128).
+    a.packed_tiles = int((int64_t(a.bh_count) * a.q_len + CFG::BLOCK_M - 1) / CFG::BLOCK_M);
+    a.div_q_len = FastDiv::make(a.q_len);
+    blocks = a.packed_tiles;
+  }
   if constexpr (CFG::PERSISTENT) {
     // One resident CTA per SM walks the tiles (persistent_tile). Causal tiles
     // differ in cost, so they go heaviest first in sections of heads whose
@@ -196,7 +208,7 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     }
     if (section_mib == -1 && !p.causal && CFG::BLOCKS_PER_SM == 1) {
       // Non-causal: m_shift is 0, so each head's partial block is its first tile.
-      const bool partial = p.q_len % CFG::BLOCK_M != 0;
+      const bool partial = !PackHeadsOf<CFG>::value && p.q_len % CFG::BLOCK_M != 0;
       a.balance_ways = balance_ways(tiles, int(blocks), a.m_blocks, partial);
       if (a.balance_ways > 0) {
         a.div_balance = FastDiv::make(a.balance_ways);

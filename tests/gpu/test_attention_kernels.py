@@ -27,9 +27,11 @@ DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 # auto with d64's rows per tile forced (attention_set_tile_variant; HopperTiles<64> in
-# attention_hopper.cu): 64 rows (one consumer, two CTAs per SM), 128 (two consumers), 192 (three) or
-# 256 (four, 64-key blocks; unmasked inputs without softcap, the others as for 192).
-TILE_PATHS = {"auto-m64": 3, "auto-m128": 1, "auto-m192": 2, "auto-m256": 4}
+# attention_hopper.cu): 64 rows (one consumer, two CTAs per SM), 128 (two consumers), 192 (three),
+# 256 (four, 64-key blocks; unmasked inputs without softcap, the others as for 192) or 192 over the
+# heads' rows end to end ('auto-packed', PACK_HEADS: non-causal unmasked inputs without softcap whose
+# heads are a multiple of 64 rows, at least 128 and not a multiple of 192; the others as auto).
+TILE_PATHS = {"auto-m64": 3, "auto-m128": 1, "auto-m192": 2, "auto-m256": 4, "auto-packed": 6}
 # auto with the warp-specialised kernel's output stored by its consumers (attention_set_output_store)
 # instead of TMA stores from a producer warp.
 STORE_PATHS = {"auto-consumer-store": "consumers"}
@@ -60,7 +62,7 @@ def set_kernel_path(name: str) -> tuple[str, int, str]:
 def kernel_path(request):
     """Every test runs on each kernel family: 'auto' (on an H100 with an sm_90a build: the
     warp-specialised TMA kernel, or the plain wgmma kernel where it can't run), 'auto-m64' /
-    'auto-m128' / 'auto-m192' / 'auto-m256' (the same with d64's rows per tile forced: short grids
+    'auto-m128' / 'auto-m192' / 'auto-m256' / 'auto-packed' (the same with d64's rows per tile forced: short grids
     otherwise take 64 rows, so the others' key-padding paths, the packed mask of the 192-row tile
     and the unpacked one of the 128-row tile, run here; masks that are not key padding take 128
     rows; the four-consumer 256-row tile takes unmasked inputs without softcap; at d128 'auto-m192'
@@ -514,6 +516,49 @@ def test_softcap_with_mask(d, dt):
 
 
 # ---------------------------------------------------------------------------
+# Packed tiles (HopperWsConfig::PACK_HEADS): 192-row tiles over the heads' rows end to end, so a
+# tile's three 64-row slots may lie in two heads (each consumer reads its own head's K / V, the
+# second head's in a second ring), and the grid's last tile may hold slots past the last row. Cases:
+# tiles that straddle heads, a last tile with an empty slot (1280, 3584 and 2048 rows), GQA heads
+# that share K / V across a straddle (loaded once), key counts that end mid-block, on a narrow half
+# block (1088) and below one block (64), the [B, S, H, D] layout, and output guard rows between the
+# heads. On 'auto-packed' they run the packed kernel; on the other paths its neighbours.
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("b,hq,hkv,sq,skv", [(2, 3, 3, 128, 128), (1, 5, 5, 256, 1000), (3, 2, 2, 320, 1088),
+                                             (2, 4, 2, 448, 64), (1, 3, 1, 1024, 700), (2, 2, 2, 512, 4097)])
+def test_packed_heads(kernel_path, dtype, b, hq, hkv, sq, skv):
+    q, k, v = make_inputs(b, hq, hkv, sq, skv, 64, 64, DTYPES[dtype], seed=sq + skv)
+    hopper = torch.cuda.get_device_capability() == (9, 0) and "90a" in _C.build_info()["cuda_archs"]
+    if kernel_path == "auto-packed" and hopper:
+        name = _kernel_name(q, k, v)
+        assert name.startswith("flash_fwd_ws_pingpong_packed<") and ",d64,m192,n128," in name, name
+        assert not _kernel_name(q, k, v, causal=True).startswith("flash_fwd_ws_pingpong_packed<")
+        # Variant 7: the same tile a head at a time (A/B timing), run here too.
+        previous = ops._native().attention_set_tile_variant(7)
+        try:
+            assert _kernel_name(q, k, v).startswith("flash_fwd_ws_pingpong<float16" if dtype == "float16"
+                                                    else "flash_fwd_ws_pingpong<bfloat16")
+            check(q, k, v)
+        finally:
+            ops._native().attention_set_tile_variant(previous)
+    check(q, k, v)
+    # [B, S, H, D] views, Q's heads strided (one spare head a row).
+    qb = torch.randn(b, sq, hq + 1, 64, device="cuda").to(DTYPES[dtype])[:, :, :hq]
+    kb, vb = (torch.randn(b, skv, hkv, 64, device="cuda").to(DTYPES[dtype]) for _ in range(2))
+    check(qb, kb, vb, layout="bshd", q4=qb.transpose(1, 2), k4=kb.transpose(1, 2), v4=vb.transpose(1, 2))
+    # Guard rows before and after every head's rows stay untouched.
+    guard = 64
+    buf = torch.full((b, hq, sq + 2 * guard, 64), 7.0, dtype=q.dtype, device=q.device)
+    out = buf[:, :, guard:guard + sq]
+    out.fill_(math.nan)
+    ops.attention(q, k, v, out=out)
+    torch.cuda.synchronize()
+    assert bool((buf[:, :, :guard] == 7.0).all()) and bool((buf[:, :, guard + sq:] == 7.0).all()), \
+        "rows outside the output view were written"
+    assert not torch.isnan(out).any()
+
+
+# ---------------------------------------------------------------------------
 # Layouts: [B, S, H, D] views of packed QKV (the 3-D ONNX form), strided
 # without copies; misaligned views take the element-load variant.
 @pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "misaligned"])
@@ -884,27 +929,29 @@ def test_path_choice(kernel_path):
         if kernel_path == "auto":
             assert ",m64,n128,w8,b2>" in _kernel_name(q3, k3, v3)
             assert ",m192," in _kernel_name(q3, k3, v3, causal=True)
-            # 16k tokens at seqlen 1k (bench_attention's d64 case): 256 rows, whole tiles; causal
-            # inputs keep 192 rows.
-            q4, k4, v4 = make_inputs(16, 32, 32, 1024, 1024, 64, 64, torch.float16)
-            assert ",m256,n64," in _kernel_name(q4, k4, v4)
-            assert ",m192," in _kernel_name(q4, k4, v4, causal=True)
-            # At 512 too (192 rows leave each head a tile two thirds full: 1.7 % slower dealt
-            # apart); at 2k 192 rows, their partial tiles dealt apart.
-            q8, k8, v8 = make_inputs(32, 32, 32, 512, 512, 64, 64, torch.float16)
-            assert ",m256,n64," in _kernel_name(q8, k8, v8)
-            q9, k9, v9 = make_inputs(8, 32, 32, 2048, 2048, 64, 64, torch.float16)
-            assert ",m192," in _kernel_name(q9, k9, v9)
-            # ViT-B/16 at batch 32 (197 tokens): 256 rows (three tiles per SM against twelve of
-            # 64 rows); BERT-large's shape (H16, 384 tokens) at batch 32: 192 rows, whole tiles.
+            # 16k tokens at seqlen 512 to 16k (bench_attention's d64 cases): 192-row tiles over the
+            # heads' rows end to end (d64_rows: 21 rounds of 192 rows; 256 rows: 16 rounds at 1.07
+            # a row; 192 rows a head: 23, 23, 21.3, 21.16, 21 and 21 rounds); causal inputs keep
+            # 192 rows a head.
+            for b, s in ((32, 512), (16, 1024), (8, 2048), (4, 4096), (1, 16384)):
+                q4, k4, v4 = make_inputs(b, 32, 32, s, s, 64, 64, torch.float16)
+                assert _kernel_name(q4, k4, v4).startswith("flash_fwd_ws_pingpong_packed<float16,d64,m192,n128,"), s
+                name = _kernel_name(q4, k4, v4, causal=True)
+                assert name.startswith("flash_fwd_ws_pingpong<") and ",m192," in name, s
+            # A multiple of 192 rows a head: nothing to pack.
+            q10, k10, v10 = make_inputs(4, 32, 32, 3072, 3072, 64, 64, torch.float16)
+            assert _kernel_name(q10, k10, v10).startswith("flash_fwd_ws_pingpong<float16,d64,m192,")
+            # ViT-B/16 at batch 32 (197 tokens, not a multiple of 64: no packing): 256 rows (three
+            # tiles per SM against twelve of 64 rows); BERT-large's shape (H16, 384 tokens) at batch
+            # 32: 192 rows, whole tiles (nothing to pack).
             q5, k5, v5 = make_inputs(32, 12, 12, 197, 197, 64, 64, torch.float16)
             assert ",m256,n64," in _kernel_name(q5, k5, v5)
             q6, k6, v6 = make_inputs(32, 16, 16, 384, 384, 64, 64, torch.float16)
             assert ",m192," in _kernel_name(q6, k6, v6)
-            # 448 tokens at B32 H12: 256 rows, each head's second tile three quarters full and
-            # dealt to the CTAs that run an extra tile (11 % faster than 64 or 192 rows).
+            # 448 tokens at B32 H12: packed 192-row tiles (7 rounds of 192 rows against 5.6 of 256
+            # rows at 1.07 a row, each head's second tile three quarters full, or 8 of 192 a head).
             q7, k7, v7 = make_inputs(32, 12, 12, 448, 448, 64, 64, torch.float16)
-            assert ",m256,n64," in _kernel_name(q7, k7, v7)
+            assert "_packed<" in _kernel_name(q7, k7, v7)
         # Softcap: only variant 0 has an unmasked build with softcap code (192 rows at d64).
         assert ",m192," in _kernel_name(q3, k3, v3, softcap=5.0)
     elif kernel_path == "wgmma" and hopper:
