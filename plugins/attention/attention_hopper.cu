@@ -28,8 +28,8 @@ namespace {
 // inputs take it; elsewhere MASKED_VARIANT), or where key_row_packable accepts them
 // KEY_ROW_VARIANT (the three-consumer d64 tile holds those packed; -1: none).
 // d64 picks its rows per tile (TWO_CONSUMER_VARIANT: 128, ONE_CONSUMER_VARIANT:
-// 64, FOUR_CONSUMER_VARIANT: 256 rows of 64-key blocks, else 192) with
-// d64_rows's cost model. The plain wgmma kernel (HopperConfig<D, BLOCK_N,
+// 64, FOUR_CONSUMER_VARIANT: 256 rows of 64-key blocks, else 192, PACKED_VARIANT
+// for 192 over all heads' rows end to end) with d64_rows's cost model. The plain wgmma kernel (HopperConfig<D, BLOCK_N,
 // CTAs/SM>) follows from FIRST_BASIC on and runs where the warp-specialised one
 // can't (no tensor maps for these strides, d256 masks other than key padding,
 // the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x its 128-key
@@ -287,7 +287,8 @@ int d64_rows(const AttentionParams& p, bool* packed) {
 // variant TWO_CONSUMER_VARIANT / ONE_CONSUMER_VARIANT / FOUR_CONSUMER_VARIANT)
 // apply to masked inputs too; the 64-row tile takes unmasked inputs and
 // key-padding masks only (others: 128 rows), the 256-row tile unmasked inputs
-// without softcap only (others: as for 192 rows). Softcapped inputs take
+// without softcap only (others: as for 192 rows), the packed tile (PACKED_VARIANT)
+// the inputs pack_heads_fit accepts (others: as variant 0). Softcapped inputs take
 // variant 0 built for softcap (unmasked) or MASKED_VARIANT's general mask code
 // (any mask; its one build reads softcap at run time); the other
 // warp-specialised kernels are built without softcap code (half the code:
