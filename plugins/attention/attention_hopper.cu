@@ -29,8 +29,9 @@ namespace {
 // KEY_ROW_VARIANT (the three-consumer d64 tile holds those packed; -1: none).
 // d64 picks its rows per tile (TWO_CONSUMER_VARIANT: 128, ONE_CONSUMER_VARIANT:
 // 64, FOUR_CONSUMER_VARIANT: 256 rows of 64-key blocks, else 192, PACKED_VARIANT
-// for 192 over all heads' rows end to end) with d64_rows's cost model. The plain wgmma kernel (HopperConfig<D, BLOCK_N,
-// CTAs/SM>) follows from FIRST_BASIC on and runs where the warp-specialised one
+// for 192 over all heads' rows end to end) with d64_rows's cost model. The
+// plain wgmma kernel (HopperConfig<D, BLOCK_N, CTAs/SM>) follows from
+// FIRST_BASIC on and runs where the warp-specialised one
 // can't (no tensor maps for these strides, d256 masks other than key padding,
 // the 'wgmma' path forced): 64-key tiles at 2 CTAs/SM, 1.1-1.3x its 128-key
 // tiles. The rest serve the benchmark's tile sweep (losers of earlier sweeps,
@@ -240,10 +241,10 @@ bool pack_heads_fit(const AttentionParams& p) {
 // *packed: 192 rows over the heads' rows end to end (pack_heads_fit), where that costs no more than
 // 192 rows a head: whole tiles, so ceil(rows / 192 / SMs) rounds (16k tokens at H32, 192 rows a
 // head / packed: 512 keys 23.02 / 21 rounds, 1k 23 / 21, 2k 21.3 / 21, 4k 21.16 / 21, 8k and 16k
-// 21 / 21). Measured on the H200 (settled, interleaved, fp16 / bf16), packed against 256 rows:
-// 512 keys +1-2.5 % / +2.7 %, 1k +3.5-4 % / +5-6 %, 2k +5-6 % / +6 %; against 192 rows a head: 4k
-// +2.1 % / +3.0 %, 8k +1.0 % / +1.3 %, 16k +1.1 % / +0.8 % (a head's partial last tile costs more
-// than the model's 0.86; bench/NOTES-attention-log.md item 97).
+// 21 / 21). Measured on the H200 (settled, interleaved, fp16 / bf16), packed against 192 rows a
+// head: 512 keys +8.8 % / +8.0 %, 1k +7.6 % / +7.4 %, 2k level, 4k -0.9 to +3 %, 8k and 16k
+// +0.8-1.3 % (a head's partial last tile costs more than the model's 0.86); against 256 rows:
+// 512 keys +1-4 % / +3-5 %, 1k +3.5-5 % / +5-6 %, 2k +5-6 % (bench/NOTES-attention-log.md item 97).
 int d64_rows(const AttentionParams& p, bool* packed) {
   *packed = false;
   LaunchDevice dev;

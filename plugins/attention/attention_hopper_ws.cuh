@@ -345,7 +345,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           break;
         }
         const int next = drawn ? atomicAdd(a.tile_counter, 1) + int(gridDim.x) : 0;
-        BlockWork w = pack_heads ? packed_work<BM, BN>(a, tile, 0) : block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
+        BlockWork w =
+            pack_heads ? packed_work<BM, BN>(a, tile, 0) : block_work<BM, BN, MASKED, KEY_ROW, SOFTCAP>(a, tile);
         // PACK_HEADS: the K / V head of the tile's last slot where it differs from the first's
         // (the second ring's; a slot past the last row counts as the last head's).
         int kvh2 = 0, b2 = 0;
