@@ -51,6 +51,12 @@ def run(d: int, b: int, h: int, s: int, causal: bool) -> None:
               f"between tiles {st.median(gaps) if gaps else 0:.0f} cycles")
     busy = [sum(cycles(a, b_) for _, a, b_ in lst) for lst in per_cta.values()]
     print(f"  busy cycles per CTA min / median / max {min(busy):.0f} / {st.median(busy):.0f} / {max(busy):.0f}")
+    # A CTA's span in its SM's clock (its first tile's start to its last tile's end; the CTAs start
+    # within a microsecond of each other): the grid ends with the longest, so max / mean is what
+    # the tile order's balance costs (bench/NOTES-attention-log.md item 103).
+    spans = [max(cycles(lst[0][1], done) for _, _, done in lst) for lst in per_cta.values()]
+    print(f"  span cycles per CTA min / mean / max {min(spans):.0f} / {st.mean(spans):.0f} / {max(spans):.0f} "
+          f"(max / mean {max(spans) / st.mean(spans):.3f})")
 
 
 def main() -> int:
