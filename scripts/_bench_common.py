@@ -61,6 +61,25 @@ def stamp_cycles(a: float, b: float) -> float:
     return (b - a) % (1 << 24)
 
 
+def sm_clock_mhz(torch, cycles: int = 1 << 16) -> float:
+    """The SM clock (MHz) right now, from two spin kernels (torch.cuda._sleep) of `cycles` and
+    2 * `cycles` SM cycles timed by CUDA events: their difference cancels the launch gap. Taken
+    right after a timed block, it reads the clock the power limit left the card at (under the
+    limit a change can gain work per clock and lose it in clocks: bench/NOTES-attention-log.md
+    item 104). ~110 us at 1.8 GHz, too short for the limit's governor to react to."""
+    e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+    e0.record()
+    torch.cuda._sleep(cycles)
+    e1.record()
+    torch.cuda._sleep(2 * cycles)
+    e2.record()
+    e2.synchronize()
+    us = (e1.elapsed_time(e2) - e0.elapsed_time(e1)) * 1e3
+    if us <= 0:
+        raise RuntimeError(f"sm_clock_mhz: the longer spin did not take longer ({us:.3f} us); event timing is off")
+    return cycles / us
+
+
 def clock_stamp_run(torch, ops, d: int, b: int, h: int, s: int, causal: bool):
     """Runs attention on random fp16 [b, h, s, d] inputs through a build with one of the
     bench/*_clocks.patch measurement patches, which write clock stamps into the lse output.

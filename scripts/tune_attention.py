@@ -28,7 +28,10 @@ tensor before every call, as in a model, and reports the attention's share: grap
 GEMM + attention minus the GEMM alone (--graph). --before flush writes 256 MiB before every call
 instead (nothing of the kernel's, code or data, left in the L2 cache); --before scatter scales 48
 separately allocated 4.5 MiB tensors in place (~216 MiB in many allocations, as a layer's weights
-and activations are touched between two attention calls of a model).
+and activations are touched between two attention calls of a model). --clocks reads the SM clock
+right after each timed block (sm_clock_mhz) and adds each configuration's median MHz and work per
+clock (TFLOP/s per GHz): at the power limit a change that does more work per clock can lose it
+all in clocks (item 104), and these two numbers tell which happened.
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
-from scripts._bench_common import attention_kernel_name  # noqa: E402
+from scripts._bench_common import attention_kernel_name, sm_clock_mhz  # noqa: E402
 from scripts.bench_attention import HIDDEN, TOKENS, max_diff, settle  # noqa: E402
 
 
@@ -134,6 +137,8 @@ def main() -> int:
                     help="untimed calls of each configuration for this long before each of its timed blocks, as "
                          "bench_attention.py does (item 50; default 250): configurations that draw different power "
                          "(cuDNN, and our own tile schedules: item 62) rank differently in a burst; 0 times bursts")
+    ap.add_argument("--clocks", action="store_true",
+                    help="read the SM clock after each timed block; print median MHz and TFLOP/s per GHz (see above)")
     ap.add_argument("--graph", action="store_true",
                     help="time CUDA-graph replays of --reps calls (small cases: eager timing is Python launch cost)")
     args = ap.parse_args()
@@ -158,6 +163,7 @@ def main() -> int:
         if args.before != "none":
             configs.append(("before-only", 0, "-1"))
         times = {c: [] for c in configs}
+        mhz = {c: [] for c in configs}
         names, wrong, graphs = {}, {}, {}
 
         def before(pi):
@@ -231,6 +237,8 @@ def main() -> int:
                     en.record()
                     torch.cuda.synchronize()
                     times[c].append(st.elapsed_time(en) * 1e3 / (args.reps * len(sets)))
+                    if args.clocks:
+                        mhz[c].append(sm_clock_mhz(torch))
                 finally:
                     _C.attention_set_path(previous)
                     _C.attention_set_tile_variant(0)
@@ -241,7 +249,11 @@ def main() -> int:
         for c in configs:
             us = statistics.median(times[c]) - (0.0 if c[0] == "before-only" else base)
             bad = "" if wrong[c] <= 0.02 else f" WRONG({wrong[c]:.3g})"
-            cells.append(f"{c[0]}/v{c[1]}/s{c[2]}={flops / us / 1e6:.1f}TF,{us:.2f}us{bad}")
+            clock = ""
+            if mhz[c]:
+                f = statistics.median(mhz[c])
+                clock = f",{f:.0f}MHz,{flops / us / 1e6 / (f / 1e3):.1f}TF/GHz"
+            cells.append(f"{c[0]}/v{c[1]}/s{c[2]}={flops / us / 1e6:.1f}TF,{us:.2f}us{clock}{bad}")
         print(f"{dtype} b{b} h{h} d{d} {'causal' if causal else 'full  '} s{s:<6}"
               f"{' mask' if mask is not None else ''} {args.layout}{f' x{len(sets)}' if len(sets) > 1 else ''}",
               "  ".join(cells), flush=True)

@@ -123,3 +123,38 @@ def test_build_fa3_refuses_a_folder_without_flashattention3(tmp_path):
     r = subprocess.run(["bash", str(script), str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 2
     assert "no hopper/flash_fwd_launch_template.h" in r.stderr
+
+
+def _bench_common():
+    spec = importlib.util.spec_from_file_location("bench_common_under_test", _PATH.parent / "_bench_common.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _spinning_torch(clock, mhz, gap_ms):
+    """torch stand-in whose _sleep(cycles) costs a launch gap plus cycles at `mhz`."""
+    def sleep(cycles):
+        clock.now += gap_ms + cycles / (mhz * 1e3)
+
+    def event(enable_timing=True):
+        e = clock.event(enable_timing)
+        e.synchronize = lambda: None
+        return e
+
+    return SimpleNamespace(cuda=SimpleNamespace(Event=event, _sleep=sleep))
+
+
+def test_sm_clock_mhz_cancels_the_launch_gap():
+    bc = _bench_common()
+    for mhz, gap_ms in ((1755.0, 0.004), (1980.0, 0.0), (1200.0, 0.02)):
+        assert bc.sm_clock_mhz(_spinning_torch(FakeClock(), mhz, gap_ms)) == pytest.approx(mhz, rel=1e-9)
+
+
+def test_sm_clock_mhz_refuses_timing_that_does_not_grow():
+    bc = _bench_common()
+    clock = FakeClock()
+    torch = _spinning_torch(clock, 1800.0, 0.0)
+    torch.cuda._sleep = lambda cycles: None
+    with pytest.raises(RuntimeError, match="sm_clock_mhz: the longer spin"):
+        bc.sm_clock_mhz(torch)
