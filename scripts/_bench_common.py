@@ -63,11 +63,13 @@ def stamp_cycles(a: float, b: float) -> float:
 
 def sm_clock_mhz(torch, cycles: int = 1 << 16) -> float:
     """The SM clock (MHz) right now, from two spin kernels (torch.cuda._sleep) of `cycles` and
-    2 * `cycles` SM cycles timed by CUDA events: their difference cancels the launch gap. Taken
+    2 * `cycles` SM cycles timed by CUDA events behind a third that keeps the GPU busy while
+    the host queues them: their difference cancels the gap between kernels. Taken
     right after a timed block, it reads the clock the power limit left the card at (under the
     limit a change can gain work per clock and lose it in clocks: bench/NOTES-attention-log.md
-    item 104). ~110 us at 1.8 GHz, too short for the limit's governor to react to."""
+    item 104). ~180 us at 1.8 GHz, too short for the limit's governor to react to."""
     e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+    torch.cuda._sleep(2 * cycles)  # keeps the GPU busy while the host queues the rest: no launch wait timed
     e0.record()
     torch.cuda._sleep(cycles)
     e1.record()

@@ -155,6 +155,6 @@ def test_sm_clock_mhz_refuses_timing_that_does_not_grow():
     bc = _bench_common()
     clock = FakeClock()
     torch = _spinning_torch(clock, 1800.0, 0.0)
-    torch.cuda._sleep = lambda cycles: None
+    torch.cuda._sleep = lambda cycles: None  # a spin that costs nothing
     with pytest.raises(RuntimeError, match="sm_clock_mhz: the longer spin"):
         bc.sm_clock_mhz(torch)
