@@ -1,6 +1,7 @@
 """Helpers shared by the scripts/bench_*.py benchmarks."""
 from __future__ import annotations
 
+import atexit
 import ctypes
 import datetime as _dt
 import json
@@ -61,25 +62,71 @@ def stamp_cycles(a: float, b: float) -> float:
     return (b - a) % (1 << 24)
 
 
-def sm_clock_mhz(torch, cycles: int = 1 << 16) -> float:
-    """The SM clock (MHz) right now, from two spin kernels (torch.cuda._sleep) of `cycles` and
-    2 * `cycles` SM cycles timed by CUDA events behind a third that keeps the GPU busy while
-    the host queues them: their difference cancels the gap between kernels. Taken
-    right after a timed block, it reads the clock the power limit left the card at (under the
-    limit a change can gain work per clock and lose it in clocks: bench/NOTES-attention-log.md
-    item 104). ~180 us at 1.8 GHz, too short for the limit's governor to react to."""
-    e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-    torch.cuda._sleep(2 * cycles)  # keeps the GPU busy while the host queues the rest: no launch wait timed
-    e0.record()
-    torch.cuda._sleep(cycles)
-    e1.record()
-    torch.cuda._sleep(2 * cycles)
-    e2.record()
-    e2.synchronize()
-    us = (e1.elapsed_time(e2) - e0.elapsed_time(e1)) * 1e3
-    if us <= 0:
-        raise RuntimeError(f"sm_clock_mhz: the longer spin did not take longer ({us:.3f} us); event timing is off")
-    return cycles / us
+class SmClockSampler:
+    """The SM clock as nvidia-smi reports it every `period_ms`, read in a background thread, so a
+    timed block's clock can be taken while the load runs (under the power limit a change can gain
+    work per clock and lose it in clocks: bench/NOTES-attention-log.md item 104). A clock read by
+    spin kernels after the block reads the card ramping up once the load stops (up to 2.6 GHz
+    for an H200 that tops at 1.98). Samples carry nvidia-smi's own timestamps (wall clock, ms),
+    so output buffering does not shift them; `median(windows)` pools the samples inside any of the
+    (t0, t1) windows (time.time() values), after waiting up to `wait_s` for one past the last."""
+
+    def __init__(self, period_ms: int = 20, lines=None):
+        import shutil
+        import threading
+
+        self.samples: list[tuple[float, float]] = []
+        self._lock = threading.Lock()
+        self._proc = None
+        if lines is None:
+            cmd = ["nvidia-smi", "--query-gpu=timestamp,clocks.sm", "--format=csv,noheader,nounits",
+                   "-lms", str(period_ms)]
+            if shutil.which("stdbuf"):
+                cmd = ["stdbuf", "-oL", *cmd]
+            self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            atexit.register(self.close)  # an exception in the caller must not leave nvidia-smi looping
+            lines = self._proc.stdout
+        self._thread = threading.Thread(target=self._read, args=(lines,), daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def parse(line: str):
+        """(wall-clock seconds, MHz) from a `timestamp, clocks.sm` line, or None."""
+        try:
+            stamp, mhz = (x.strip() for x in line.split(",")[:2])
+            return _dt.datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f").timestamp(), float(mhz)
+        except ValueError:
+            return None
+
+    def _read(self, lines) -> None:
+        for line in lines:
+            sample = self.parse(line)
+            if sample is not None:
+                with self._lock:
+                    self.samples.append(sample)
+
+    def median(self, windows, wait_s: float = 5.0):
+        """Median MHz of the samples inside the (t0, t1) windows, or None if there are none."""
+        import statistics
+        import time
+
+        if not windows:
+            return None
+        t1 = max(w[1] for w in windows)
+        deadline = time.time() + wait_s
+        while time.time() < deadline and self._thread.is_alive():
+            with self._lock:
+                if self.samples and self.samples[-1][0] > t1:
+                    break
+            time.sleep(0.01)
+        with self._lock:
+            inside = [mhz for t, mhz in self.samples if any(a <= t <= b for a, b in windows)]
+        return statistics.median(inside) if inside else None
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait()
 
 
 def clock_stamp_run(torch, ops, d: int, b: int, h: int, s: int, causal: bool):

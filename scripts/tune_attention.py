@@ -28,9 +28,10 @@ tensor before every call, as in a model, and reports the attention's share: grap
 GEMM + attention minus the GEMM alone (--graph). --before flush writes 256 MiB before every call
 instead (nothing of the kernel's, code or data, left in the L2 cache); --before scatter scales 48
 separately allocated 4.5 MiB tensors in place (~216 MiB in many allocations, as a layer's weights
-and activations are touched between two attention calls of a model). --clocks reads the SM clock
-right after each timed block (sm_clock_mhz) and adds each configuration's median MHz and work per
-clock (TFLOP/s per GHz): at the power limit a change that does more work per clock can lose it
+and activations are touched between two attention calls of a model). --clocks samples the SM clock
+with nvidia-smi every 20 ms (SmClockSampler) and adds each configuration's median MHz over its
+settled stretches (the last 100 ms of each settle and the timed block) and work per clock
+(TFLOP/s per GHz): at the power limit a change that does more work per clock can lose it
 all in clocks (item 104), and these two numbers tell which happened.
 """
 from __future__ import annotations
@@ -38,11 +39,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
 
-from scripts._bench_common import attention_kernel_name, sm_clock_mhz  # noqa: E402
+from scripts._bench_common import SmClockSampler, attention_kernel_name  # noqa: E402
 from scripts.bench_attention import HIDDEN, TOKENS, max_diff, settle  # noqa: E402
 
 
@@ -138,7 +140,7 @@ def main() -> int:
                          "bench_attention.py does (item 50; default 250): configurations that draw different power "
                          "(cuDNN, and our own tile schedules: item 62) rank differently in a burst; 0 times bursts")
     ap.add_argument("--clocks", action="store_true",
-                    help="read the SM clock after each timed block; print median MHz and TFLOP/s per GHz (see above)")
+                    help="sample the SM clock (nvidia-smi); print median MHz and TFLOP/s per GHz (see above; needs --settle-ms of at least 150)")
     ap.add_argument("--graph", action="store_true",
                     help="time CUDA-graph replays of --reps calls (small cases: eager timing is Python launch cost)")
     args = ap.parse_args()
@@ -147,8 +149,13 @@ def main() -> int:
     if args.before in ("flush", "scatter") and not args.graph:
         raise SystemExit(f"tune_attention: --before {args.before} needs --graph")
 
+    if args.clocks and args.settle_ms < 150:
+        raise SystemExit("tune_attention: --clocks reads the clock over the settled stretch: --settle-ms 150 or more")
+
     import torch
     from trt_fastops import _C, ops
+
+    sampler = SmClockSampler() if args.clocks else None
 
     for dtype, b, h, s, d, causal in cases(args):
         flops = 4 * b * h * s * s * d // (2 if causal else 1)
@@ -163,7 +170,7 @@ def main() -> int:
         if args.before != "none":
             configs.append(("before-only", 0, "-1"))
         times = {c: [] for c in configs}
-        mhz = {c: [] for c in configs}
+        windows = {c: [] for c in configs}
         names, wrong, graphs = {}, {}, {}
 
         def before(pi):
@@ -225,6 +232,7 @@ def main() -> int:
                                 for _ in range(args.reps):
                                     run()
                         continue
+                    settle_from = time.time()
                     if args.settle_ms > 0:
                         settle(torch, graphs[c].replay if args.graph else run, args.settle_ms)
                     st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -237,8 +245,8 @@ def main() -> int:
                     en.record()
                     torch.cuda.synchronize()
                     times[c].append(st.elapsed_time(en) * 1e3 / (args.reps * len(sets)))
-                    if args.clocks:
-                        mhz[c].append(sm_clock_mhz(torch))
+                    if sampler is not None:  # the clocks have settled ~100-150 ms after a change of kernel
+                        windows[c].append((settle_from + (args.settle_ms - 100) / 1e3, time.time()))
                 finally:
                     _C.attention_set_path(previous)
                     _C.attention_set_tile_variant(0)
@@ -250,14 +258,16 @@ def main() -> int:
             us = statistics.median(times[c]) - (0.0 if c[0] == "before-only" else base)
             bad = "" if wrong[c] <= 0.02 else f" WRONG({wrong[c]:.3g})"
             clock = ""
-            if mhz[c]:
-                f = statistics.median(mhz[c])
-                clock = f",{f:.0f}MHz,{flops / us / 1e6 / (f / 1e3):.1f}TF/GHz"
+            if sampler is not None:
+                f = sampler.median(windows[c])
+                clock = ",no clock samples" if f is None else f",{f:.0f}MHz,{flops / us / 1e6 / (f / 1e3):.1f}TF/GHz"
             cells.append(f"{c[0]}/v{c[1]}/s{c[2]}={flops / us / 1e6:.1f}TF,{us:.2f}us{clock}{bad}")
         print(f"{dtype} b{b} h{h} d{d} {'causal' if causal else 'full  '} s{s:<6}"
               f"{' mask' if mask is not None else ''} {args.layout}{f' x{len(sets)}' if len(sets) > 1 else ''}",
               "  ".join(cells), flush=True)
         print("   ", {f"{c[0]}/v{c[1]}": names[c] for c in configs if c[2] == configs[0][2]}, flush=True)
+    if sampler is not None:
+        sampler.close()
     return 0
 
 

@@ -125,6 +125,7 @@ def test_build_fa3_refuses_a_folder_without_flashattention3(tmp_path):
     assert "no hopper/flash_fwd_launch_template.h" in r.stderr
 
 
+
 def _bench_common():
     spec = importlib.util.spec_from_file_location("bench_common_under_test", _PATH.parent / "_bench_common.py")
     mod = importlib.util.module_from_spec(spec)
@@ -132,29 +133,15 @@ def _bench_common():
     return mod
 
 
-def _spinning_torch(clock, mhz, gap_ms):
-    """torch stand-in whose _sleep(cycles) costs a launch gap plus cycles at `mhz`."""
-    def sleep(cycles):
-        clock.now += gap_ms + cycles / (mhz * 1e3)
-
-    def event(enable_timing=True):
-        e = clock.event(enable_timing)
-        e.synchronize = lambda: None
-        return e
-
-    return SimpleNamespace(cuda=SimpleNamespace(Event=event, _sleep=sleep))
-
-
-def test_sm_clock_mhz_cancels_the_launch_gap():
+def test_clock_sampler_pools_the_samples_inside_the_windows():
     bc = _bench_common()
-    for mhz, gap_ms in ((1755.0, 0.004), (1980.0, 0.0), (1200.0, 0.02)):
-        assert bc.sm_clock_mhz(_spinning_torch(FakeClock(), mhz, gap_ms)) == pytest.approx(mhz, rel=1e-9)
-
-
-def test_sm_clock_mhz_refuses_timing_that_does_not_grow():
-    bc = _bench_common()
-    clock = FakeClock()
-    torch = _spinning_torch(clock, 1800.0, 0.0)
-    torch.cuda._sleep = lambda cycles: None  # a spin that costs nothing
-    with pytest.raises(RuntimeError, match="sm_clock_mhz: the longer spin"):
-        bc.sm_clock_mhz(torch)
+    t = bc.SmClockSampler.parse("2026/11/29 13:00:00.000, 1500")[0]
+    lines = ["2026/11/29 13:00:00.000, 1500\n", "garbage\n", "2026/11/29 13:00:00.020, 1600\n",
+             "2026/11/29 13:00:00.040, 1700\n", "2026/11/29 13:00:00.060, 1900\n",
+             "2026/11/29 13:00:00.080, 1650\n", "2026/11/29 13:00:00.100, 1200\n"]
+    sampler = bc.SmClockSampler(lines=lines)
+    assert sampler.median([(t + 0.015, t + 0.045)], wait_s=1) == 1650.0
+    assert sampler.median([(t + 0.015, t + 0.025), (t + 0.075, t + 0.085)], wait_s=1) == 1625.0
+    assert sampler.median([(t + 0.2, t + 0.3)], wait_s=0.05) is None
+    assert sampler.median([], wait_s=0.05) is None
+    assert bc.SmClockSampler.parse("[N/A], 1500") is None
