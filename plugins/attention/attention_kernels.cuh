@@ -21,6 +21,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "plugins/attention/attention_schedule.h"
 #include "plugins/common/mma.cuh"
 
 namespace trt_fastops::attention {
@@ -87,6 +88,11 @@ struct FlashArgs {
   // (packed_work), so no head pads its last tile; q_len is a multiple of 64.
   int packed_tiles;
   FastDiv div_q_len;  // by q_len (packed tiles)
+  // > 0: round tail_round on, CTA c runs tail_ids[tail_start[c] .. tail_start[c + 1]) in turn
+  // (persistent_tile's tail: causal_tail's table; the kernels with HopperWsConfig::TAIL_TABLE).
+  int tail_round;
+  uint16_t tail_start[TAIL_GRID_MAX + 1];
+  uint16_t tail_ids[TAIL_TILES_MAX];
 };
 
 // MIN_BLOCKS: CTAs per SM to fit (caps registers at 65536 / (THREADS * MIN_BLOCKS)).
