@@ -178,21 +178,20 @@ struct HopperWsConfig {
 // the last round are the ones that drew the light tiles: d64 at 4k keys, the
 // longest CTA runs 21.2 full tiles' time instead of 22 (bench/NOTES-attention-log.md item 60).
 // TAIL (kernels with HopperWsConfig::TAIL_TABLE): from round a.tail_round on, the CTA's tiles
-// come from the launcher's table (causal_tail), tiles once its list ends. (Selects, not a
-// branch: the kernels' other code stays as it was.)
+// come from the launcher's table (causal_tail), tiles once its column ends. (A branch and one
+// load: with selects ptxas reordered the d128 kernel's softmax, with per-CTA offsets it spilled a
+// register in the 24-register producer warps; this way every block loop stays as it was.)
 template <bool TAIL = false>
 __device__ __forceinline__ int persistent_tile(const FlashArgs& a, int it, int tiles) {
   const int g = int(gridDim.x), c = int(blockIdx.x), start = it * g;
   if (a.balance_ways <= 0) {
-    const int snake = start + ((a.lpt_heads > 0 && (it & 1)) ? g - 1 - c : c);
     if constexpr (TAIL) {
-      const bool tail = a.tail_round > 0 && it >= a.tail_round;
-      const int cc = tail ? c : 0;  // (grids past TAIL_GRID_MAX CTAs have no table)
-      const int i = int(a.tail_start[cc]) + (it - a.tail_round);
-      const bool more = tail && i < int(a.tail_start[cc + 1]);
-      return tail ? (more ? int(a.tail_ids[more ? i : 0]) : tiles) : snake;
+      if (a.tail_round > 0 && it >= a.tail_round) {
+        const int t = int(a.tail_tiles[(it - a.tail_round) * g + c]);
+        return t == TAIL_NONE ? tiles : t;
+      }
     }
-    return snake;
+    return start + ((a.lpt_heads > 0 && (it & 1)) ? g - 1 - c : c);
   }
   if (start >= tiles) return tiles;
   const int m = a.m_blocks, ways = a.balance_ways;
@@ -354,7 +353,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       // the counter's old value, drawn a tile ahead (the atomic's round trip
       // overlaps this tile's loads). Without a tile left, the consumers and the
       // store warp get `tiles` through the ring.
-      int tile = drawn ? int(blockIdx.x) : persistent_tile<CFG::TAIL_TABLE && !MASKED>(a, 0, tiles);
+      int tile = drawn ? int(blockIdx.x) : persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, 0, tiles);
       for (int it = 0;; ++it) {
         if (tile >= tiles) {
           if (drawn) {
@@ -474,13 +473,13 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           mbar_arrive(q_full);
         }
         for (int nb = any ? 1 : 0; nb < w.n_blocks; ++nb) load_kv(nb);
-        tile = drawn ? next : persistent_tile<CFG::TAIL_TABLE && !MASKED>(a, it + 1, tiles);
+        tile = drawn ? next : persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it + 1, tiles);
       }
     } else if (key_row && warp == 1) {
       // The mask scans, in the tiles' order; use u of a slot waits for the
       // issuing thread's release of use u - 1.
       for (int it = 0;; ++it) {
-        const int tile = persistent_tile<CFG::TAIL_TABLE && !MASKED>(a, it, tiles);
+        const int tile = persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it, tiles);
         if (tile >= tiles) break;
         int m_block;
         const int bh = tile_head(a, tile, m_block);
@@ -508,7 +507,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           mbar_wait(o_full, it & 1);  // consumer 0 staged tile it (or read that none is left)
           tile = tile_ring[it % TILE_RING];
         } else {
-          tile = persistent_tile<CFG::TAIL_TABLE && !MASKED>(a, it, tiles);
+          tile = persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it, tiles);
         }
         if (tile >= tiles) break;
         int m_block = 0;
@@ -715,7 +714,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         if (lane == 0) published = tile_ring[it % TILE_RING];
         tile = __shfl_sync(0xffffffffu, published, 0);  // warp-uniform for ptxas
       } else {
-        tile = persistent_tile<CFG::TAIL_TABLE && !MASKED>(a, it, tiles);
+        tile = persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it, tiles);
       }
       if (tile >= tiles) {
         if (drawn) {

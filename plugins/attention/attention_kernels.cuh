@@ -88,11 +88,10 @@ struct FlashArgs {
   // (packed_work), so no head pads its last tile; q_len is a multiple of 64.
   int packed_tiles;
   FastDiv div_q_len;  // by q_len (packed tiles)
-  // > 0: round tail_round on, CTA c runs tail_ids[tail_start[c] .. tail_start[c + 1]) in turn
-  // (persistent_tile's tail: causal_tail's table; the kernels with HopperWsConfig::TAIL_TABLE).
+  // > 0: in round tail_round + r CTA c runs tile tail_tiles[r * gridDim.x + c], none once that is
+  // TAIL_NONE (persistent_tile's tail: causal_tail's table; kernels with HopperWsConfig::TAIL_TABLE).
   int tail_round;
-  uint16_t tail_start[TAIL_GRID_MAX + 1];
-  uint16_t tail_ids[TAIL_TILES_MAX];
+  uint16_t tail_tiles[TAIL_ENTRIES];
 };
 
 // MIN_BLOCKS: CTAs per SM to fit (caps registers at 65536 / (THREADS * MIN_BLOCKS)).

@@ -249,11 +249,12 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
         heads = std::min<int64_t>(forced_heads, a.bh_count);
       // The causal order's last rounds dealt by the launcher's table (causal_tail).
       if constexpr (TailTableOf<CFG>::value) {
-        if (p.causal && !draw && !no_tail && p.mask_kind == MaskKind::none && CFG::BLOCKS_PER_SM == 1) {
+        // (Unmasked kernels without softcap code only: the others' block loops stay as they were.)
+        if (p.causal && !draw && !no_tail && p.mask_kind == MaskKind::none && !(p.softcap > 0.f) &&
+            CFG::BLOCKS_PER_SM == 1) {
           if (const auto tail = cached_causal_tail(causal_grid(), heads); tail && tail->round > 0) {
             a.tail_round = int(tail->round);
-            std::copy(tail->start.begin(), tail->start.end(), a.tail_start);
-            std::copy(tail->ids.begin(), tail->ids.end(), a.tail_ids);
+            std::copy(tail->tiles.begin(), tail->tiles.end(), a.tail_tiles);
           }
         }
       }

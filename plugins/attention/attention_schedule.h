@@ -228,16 +228,17 @@ inline int64_t causal_section_heads(const CausalGrid& g) {
 // more per tile than they save there; so the snake keeps the first rounds (an
 // even count: they balance in pairs) and the launcher deals the rest, heaviest
 // first, each to the CTA with the least work so far (LPT), in a table the
-// kernel reads from its arguments (FlashArgs::tail_*).
-inline constexpr int TAIL_GRID_MAX = 160;   // CTAs a table covers (H100 SXM / H200: 132)
-inline constexpr int TAIL_TILES_MAX = 480;  // tiles it holds
-inline constexpr int TAIL_ROUNDS = 2;       // whole rounds dealt beside the partial one
+// kernel reads from its arguments (FlashArgs::tail_tiles: kernel parameters,
+// which a CUDA graph keeps by value).
+inline constexpr int TAIL_ENTRIES = 1024;     // rows x CTAs a table holds (132 CTAs: 7 rows)
+inline constexpr uint16_t TAIL_NONE = 0xffff;  // no tile: the CTA's column has ended
+inline constexpr int TAIL_ROUNDS = 2;          // whole rounds dealt beside the partial one
 inline constexpr double TAIL_GAIN_MIN = 0.005;  // a table that saves less of the makespan is not used
 
 struct CausalTail {
   int64_t round = 0;            // rounds the snake runs first; 0: no table (the snake throughout)
-  std::vector<uint16_t> start;  // grid + 1 offsets into ids: CTA c runs ids[start[c] .. start[c + 1])
-  std::vector<uint16_t> ids;    // each CTA's tail tiles, in the order it runs them
+  int64_t rows = 0;             // table rows: the longest column and its TAIL_NONE
+  std::vector<uint16_t> tiles;  // rows x grid: CTA c's r-th tail tile at [r * grid + c]
   double makespan = 0.0, snake_makespan = 0.0;  // the longest CTA's work with and without it, in key blocks
 };
 
@@ -249,15 +250,16 @@ inline int64_t section_tile_block(const CausalGrid& g, int64_t section, int64_t 
 }
 
 // The tail table for a causal grid in sections of `section` heads, or none
-// (round 0) where the grid is too large for one, runs fewer than two rounds, or
-// the table saves under TAIL_GAIN_MIN of the makespan.
+// (round 0) where tile ids need more than 16 bits, the grid runs fewer than
+// four rounds, the table would not fit TAIL_ENTRIES, or it saves under
+// TAIL_GAIN_MIN of the makespan.
 inline CausalTail causal_tail(const CausalGrid& g, int64_t section) {
   CausalTail t;
   const int64_t tiles = g.heads * g.m_blocks, grid = g.grid;
-  if (section < 1 || grid < 2 || grid > TAIL_GRID_MAX || tiles > 65535 || tiles <= 2 * grid) return t;
+  if (section < 1 || grid < 2 || tiles >= TAIL_NONE || tiles <= 2 * grid) return t;
   int64_t round = tiles / grid - TAIL_ROUNDS;
   round -= round & 1;
-  if (round < 2 || tiles - round * grid > TAIL_TILES_MAX) return t;
+  if (round < 2) return t;
   std::vector<double> cost(size_t(g.m_blocks));
   for (int64_t j = 0; j < g.m_blocks; ++j) cost[size_t(j)] = causal_tile_cost(g, j);
   const auto tile_cost = [&](int64_t tile) { return cost[size_t(section_tile_block(g, section, tile))]; };
@@ -270,21 +272,23 @@ inline CausalTail causal_tail(const CausalGrid& g, int64_t section) {
   std::vector<int64_t> rest;
   for (int64_t tile = round * grid; tile < tiles; ++tile) rest.push_back(tile);
   std::stable_sort(rest.begin(), rest.end(), [&](int64_t x, int64_t y) { return tile_cost(x) > tile_cost(y); });
-  std::vector<std::vector<int64_t>> per_cta(static_cast<size_t>(grid));
+  std::vector<std::vector<int64_t>> columns(static_cast<size_t>(grid));
   for (const int64_t tile : rest) {
     const size_t cta = size_t(std::min_element(work.begin(), work.end()) - work.begin());  // the lowest index on ties
     work[cta] += tile_cost(tile);
-    per_cta[cta].push_back(tile);
+    columns[cta].push_back(tile);
   }
   t.makespan = *std::max_element(work.begin(), work.end());
   t.snake_makespan = *std::max_element(snake.begin(), snake.end());
-  if (t.makespan > t.snake_makespan * (1.0 - TAIL_GAIN_MIN)) return CausalTail{0, {}, {}, t.makespan, t.snake_makespan};
+  size_t longest = 0;
+  for (const auto& column : columns) longest = std::max(longest, column.size());
+  const int64_t rows = int64_t(longest) + 1;
+  if (rows * grid > TAIL_ENTRIES || t.makespan > t.snake_makespan * (1.0 - TAIL_GAIN_MIN)) return t;
   t.round = round;
-  t.start.push_back(0);
-  for (const auto& list : per_cta) {
-    for (const int64_t tile : list) t.ids.push_back(uint16_t(tile));
-    t.start.push_back(uint16_t(t.ids.size()));
-  }
+  t.rows = rows;
+  t.tiles.assign(size_t(rows * grid), TAIL_NONE);
+  for (int64_t c = 0; c < grid; ++c)
+    for (size_t r = 0; r < columns[size_t(c)].size(); ++r) t.tiles[r * size_t(grid) + size_t(c)] = uint16_t(columns[size_t(c)][r]);
   return t;
 }
 

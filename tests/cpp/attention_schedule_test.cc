@@ -32,8 +32,8 @@ using trt_fastops::attention::causal_tail;
 using trt_fastops::attention::CausalGrid;
 using trt_fastops::attention::CausalTail;
 using trt_fastops::attention::section_tile_block;
-using trt_fastops::attention::TAIL_GRID_MAX;
-using trt_fastops::attention::TAIL_TILES_MAX;
+using trt_fastops::attention::TAIL_ENTRIES;
+using trt_fastops::attention::TAIL_NONE;
 using trt_fastops::attention::even_round_grid;
 using trt_fastops::attention::make_causal_grid;
 
@@ -183,8 +183,8 @@ double walked_tail_makespan(const CausalGrid& g, int64_t section, const CausalTa
     for (int64_t it = 0;; ++it) {
       int64_t tile;
       if (t.round > 0 && it >= t.round) {
-        const int64_t i = t.start[size_t(c)] + (it - t.round);
-        tile = i < t.start[size_t(c) + 1] ? t.ids[size_t(i)] : tiles;
+        const uint16_t id = t.tiles[size_t((it - t.round) * g.grid + c)];  // the kernel reads no further
+        tile = id == TAIL_NONE ? tiles : id;
       } else {
         tile = it * g.grid + ((it & 1) ? g.grid - 1 - c : c);
       }
@@ -220,23 +220,23 @@ void test_causal_tail() {
     check(std::fabs(with - t.makespan) <= 1e-9 * with, name + ": the table's makespan is the walk's");
     check(with < snake, name + ": the table shortens the longest CTA");
     check(t.round % 2 == 0 && t.round >= 2, name + ": an even count of snake rounds first");
-    check(t.start.size() == size_t(g.grid) + 1 && t.start.back() == t.ids.size(), name + ": offsets");
-    check(int64_t(t.ids.size()) == g.heads * g.m_blocks - t.round * g.grid, name + ": the tail's tiles");
+    check(int64_t(t.tiles.size()) == t.rows * g.grid && t.rows * g.grid <= TAIL_ENTRIES, name + ": the table's size");
+    for (int64_t c = 0; c < g.grid; ++c)
+      check(t.tiles[size_t((t.rows - 1) * g.grid + c)] == TAIL_NONE, name + ": every column ends in TAIL_NONE");
     double total = 0.0;
     for (int64_t tile = 0; tile < g.heads * g.m_blocks; ++tile)
       total += causal_tile_cost(g, section_tile_block(g, section, tile));
     check(with <= 1.017 * total / double(g.grid), name + ": within 1.7 % of the mean, got " +
                                                        std::to_string(with / (total / double(g.grid))));
   }
-  // Too large for a table: more CTAs than it covers, more tiles than 16 bits name, too short a grid.
+  // No table: more CTAs than its entries hold a column for, tile ids past 16 bits, too short a grid.
   CausalGrid g = bench_grid(1024, 128, 132);
-  g.grid = TAIL_GRID_MAX + 1;
-  check(causal_tail(g, causal_section_heads(g)).round == 0, "more CTAs than TAIL_GRID_MAX: none");
+  g.grid = TAIL_ENTRIES / 2;
+  check(causal_tail(g, causal_section_heads(g)).round == 0, "columns of two entries: none");
   g = causal_grid(1, 8, 1024, 128, 132);  // 64 tiles: under a round
   check(causal_tail(g, 4).round == 0, "under two rounds: none");
   g = causal_grid(64, 16, 8192, 128, 132);  // 65536 tiles
   check(causal_tail(g, 1).round == 0, "tiles past 16 bits: none");
-  check(TAIL_TILES_MAX >= 3 * 132, "a table holds the partial round and two whole ones of 132 CTAs");
 }
 
 }  // namespace
