@@ -135,7 +135,9 @@ namespace {
 std::atomic<int> g_schedule{-1};
 }  // namespace
 
-int attention_set_schedule(int section_mib) { return g_schedule.exchange(section_mib < -3 && section_mib != SCHEDULE_NO_TAIL ? -1 : section_mib); }
+int attention_set_schedule(int section_mib) {
+  return g_schedule.exchange(section_mib < -3 && section_mib != SCHEDULE_NO_TAIL ? -1 : section_mib);
+}
 
 int schedule_override() { return g_schedule.load(std::memory_order_relaxed); }
 
