@@ -123,10 +123,11 @@ AttentionPath attention_set_path(AttentionPath path);
 // now on, process-wide: -1 the default, -2 the persistent grid head-major on
 // every SM, without dealing the partial tiles apart or leaving SMs out of
 // rounds that don't need them, -3 (causal inputs given a workspace) tiles
-// drawn from a counter, heaviest first in sections of heads, 0 a CTA per tile
-// (the hardware balances uneven tiles), n > 0 the persistent grid with tiles
-// in sections of heads whose K/V take n MiB (causal: heaviest first). Returns
-// the previous setting.
+// drawn from a counter, heaviest first in sections of heads, -5 the default
+// without the causal tail table (the snake's order to the last round), 0 a CTA
+// per tile (the hardware balances uneven tiles), n > 0 the persistent grid with
+// tiles in sections of heads whose K/V take n MiB (causal: heaviest first).
+// Returns the previous setting.
 int attention_set_schedule(int section_mib);
 
 // Benchmark hook: where the persistent grid runs tiles in sections of heads

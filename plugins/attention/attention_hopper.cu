@@ -76,7 +76,7 @@ struct HopperTiles<128> {
   static bool cluster_fits(const AttentionParams& p) {
     constexpr int64_t BM = std::tuple_element_t<CLUSTER_VARIANT, Variants>::BLOCK_M;
     return !p.causal && p.mask_kind == MaskKind::none && !(p.softcap > 0.f) && p.q_len % BM == 0 &&
-           (p.q_len / BM) % 2 == 0 && schedule_override() == -1;
+           (p.q_len / BM) % 2 == 0 && (schedule_override() == -1 || schedule_override() == SCHEDULE_NO_TAIL);
   }
   static bool clusters_pay(const AttentionParams& p) { return p.kv_len >= CLUSTER_MIN_KEYS && cluster_fits(p); }
   // 176-key blocks (FlashAttention-3's non-causal d128 tile) for non-causal unmasked inputs

@@ -51,6 +51,8 @@ struct TmaMaps {
   // through R2UR before every wgmma (ptxas 13.0, bench/NOTES-attention-log.md item 45).
   int o_mapped;
 };
+// Both travel as kernel parameters (4 KiB at most; the tail table is most of FlashArgs).
+static_assert(sizeof(FlashArgs) + sizeof(TmaMaps) <= 4096 - 64, "kernel parameters past 4 KiB");
 
 // Drawn tiles (FlashArgs::tile_counter) in flight from the issuing thread to
 // the consumers and the store warp: the issuing thread writes tile `it` into
@@ -138,6 +140,10 @@ struct HopperWsConfig {
   static constexpr int MOST_BARRIER_BYTES = (2 + 4 * STAGES + 4 + 2 * CONSUMERS) * 8 + (6 + TILE_RING) * 4;
   static constexpr bool O_IN_V = RING_BYTES + 64 * D * 2 + MOST_BARRIER_BYTES > 227 * 1024;
   static constexpr bool O_SLOT = !O_IN_V && (BN > 128 || D > 128);
+  // Causal persistent grids end on the launcher's tail table (persistent_tile, causal_tail): the
+  // tiles that run causal inputs by default (not O_SLOT / O_IN_V: d256 keeps a CTA per tile or
+  // its sections; not packed), of up to three consumers.
+  static constexpr bool TAIL_TABLE = !O_SLOT && !O_IN_V && !PACKED && CONSUMERS <= 3;
   static constexpr int TILE_O = O_IN_V ? 0 : O_SLOT ? 64 * D : TILE_Q, O_EMPTY = O_SLOT ? CONSUMERS : 1;
   // O_IN_V: the staged tile's 64-column atoms (BLOCK_M rows each) a V stage holds.
   static constexpr int O_ATOMS_PER_V = TILE_KV / (BLOCK_M * 64);
@@ -171,9 +177,22 @@ struct HopperWsConfig {
 // the other CTAs in order. With ways = tiles % G, the CTAs that run a tile in
 // the last round are the ones that drew the light tiles: d64 at 4k keys, the
 // longest CTA runs 21.2 full tiles' time instead of 22 (bench/NOTES-attention-log.md item 60).
+// TAIL (kernels with HopperWsConfig::TAIL_TABLE): from round a.tail_round on, the CTA's tiles
+// come from the launcher's table (causal_tail), tiles once its column ends. (A branch and one
+// load: with selects ptxas reordered the d128 kernel's softmax, with per-CTA offsets it spilled a
+// register in the 24-register producer warps; this way every block loop stays as it was.)
+template <bool TAIL = false>
 __device__ __forceinline__ int persistent_tile(const FlashArgs& a, int it, int tiles) {
   const int g = int(gridDim.x), c = int(blockIdx.x), start = it * g;
-  if (a.balance_ways <= 0) return start + ((a.lpt_heads > 0 && (it & 1)) ? g - 1 - c : c);
+  if (a.balance_ways <= 0) {
+    if constexpr (TAIL) {
+      if (a.tail_round > 0 && it >= a.tail_round) {
+        const int t = int(a.tail_tiles[(it - a.tail_round) * g + c]);
+        return t == TAIL_NONE ? tiles : t;
+      }
+    }
+    return start + ((a.lpt_heads > 0 && (it & 1)) ? g - 1 - c : c);
+  }
   if (start >= tiles) return tiles;
   const int m = a.m_blocks, ways = a.balance_ways;
   const int h0 = a.div_m_blocks.div(start + m - 1);                   // first head whose partial tile is in the round
@@ -334,7 +353,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       // the counter's old value, drawn a tile ahead (the atomic's round trip
       // overlaps this tile's loads). Without a tile left, the consumers and the
       // store warp get `tiles` through the ring.
-      int tile = drawn ? int(blockIdx.x) : persistent_tile(a, 0, tiles);
+      int tile = drawn ? int(blockIdx.x) : persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, 0, tiles);
       for (int it = 0;; ++it) {
         if (tile >= tiles) {
           if (drawn) {
@@ -454,13 +473,13 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           mbar_arrive(q_full);
         }
         for (int nb = any ? 1 : 0; nb < w.n_blocks; ++nb) load_kv(nb);
-        tile = drawn ? next : persistent_tile(a, it + 1, tiles);
+        tile = drawn ? next : persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it + 1, tiles);
       }
     } else if (key_row && warp == 1) {
       // The mask scans, in the tiles' order; use u of a slot waits for the
       // issuing thread's release of use u - 1.
       for (int it = 0;; ++it) {
-        const int tile = persistent_tile(a, it, tiles);
+        const int tile = persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it, tiles);
         if (tile >= tiles) break;
         int m_block;
         const int bh = tile_head(a, tile, m_block);
@@ -488,7 +507,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           mbar_wait(o_full, it & 1);  // consumer 0 staged tile it (or read that none is left)
           tile = tile_ring[it % TILE_RING];
         } else {
-          tile = persistent_tile(a, it, tiles);
+          tile = persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it, tiles);
         }
         if (tile >= tiles) break;
         int m_block = 0;
@@ -695,7 +714,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         if (lane == 0) published = tile_ring[it % TILE_RING];
         tile = __shfl_sync(0xffffffffu, published, 0);  // warp-uniform for ptxas
       } else {
-        tile = persistent_tile(a, it, tiles);
+        tile = persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it, tiles);
       }
       if (tile >= tiles) {
         if (drawn) {

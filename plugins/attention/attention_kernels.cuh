@@ -21,6 +21,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "plugins/attention/attention_schedule.h"
 #include "plugins/common/mma.cuh"
 
 namespace trt_fastops::attention {
@@ -87,6 +88,10 @@ struct FlashArgs {
   // (packed_work), so no head pads its last tile; q_len is a multiple of 64.
   int packed_tiles;
   FastDiv div_q_len;  // by q_len (packed tiles)
+  // > 0: in round tail_round + r CTA c runs tile tail_tiles[r * gridDim.x + c], none once that is
+  // TAIL_NONE (persistent_tile's tail: causal_tail's table; kernels with HopperWsConfig::TAIL_TABLE).
+  int tail_round;
+  uint16_t tail_tiles[TAIL_ENTRIES];
 };
 
 // MIN_BLOCKS: CTAs per SM to fit (caps registers at 65536 / (THREADS * MIN_BLOCKS)).

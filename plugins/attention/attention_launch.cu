@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -133,7 +135,9 @@ namespace {
 std::atomic<int> g_schedule{-1};
 }  // namespace
 
-int attention_set_schedule(int section_mib) { return g_schedule.exchange(section_mib < -3 ? -1 : section_mib); }
+int attention_set_schedule(int section_mib) {
+  return g_schedule.exchange(section_mib < -3 && section_mib != SCHEDULE_NO_TAIL ? -1 : section_mib);
+}
 
 int schedule_override() { return g_schedule.load(std::memory_order_relaxed); }
 
@@ -158,6 +162,26 @@ int64_t cached_causal_section_heads(const CausalGrid& g) {
   const int64_t heads = causal_section_heads(g);
   cache->put(g, heads);
   return heads;
+}
+
+namespace {
+struct TailKey {
+  CausalGrid grid;
+  int64_t section;
+  bool operator==(const TailKey& o) const { return std::memcmp(this, &o, sizeof(TailKey)) == 0; }
+};
+static_assert(sizeof(TailKey) == 12 * sizeof(int64_t), "TailKey: int64 words, no padding");
+using TailCache = LruCache<TailKey, std::shared_ptr<const CausalTail>, PodKeyHash<TailKey>>;
+}  // namespace
+
+std::shared_ptr<const CausalTail> cached_causal_tail(const CausalGrid& g, int64_t section) {
+  static TailCache* cache =
+      new TailCache(cache_capacity_from_env("TRT_FASTOPS_ATTENTION_SCHEDULE_CACHE_SIZE", 256));
+  const TailKey key{g, section};
+  if (const auto hit = cache->get(key)) return *hit;
+  auto tail = std::make_shared<const CausalTail>(causal_tail(g, section));
+  cache->put(key, tail);
+  return tail;
 }
 
 namespace {

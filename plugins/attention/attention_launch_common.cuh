@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -90,6 +91,8 @@ inline FlashArgs make_args(const AttentionParams& p, int block_m, bool q_by_tma)
 
 // attention_set_schedule's override, or -1 for the default.
 int schedule_override();
+// causal_tail(g, section), computed once per grid (an LRU, TRT_FASTOPS_ATTENTION_SCHEDULE_CACHE_SIZE).
+std::shared_ptr<const CausalTail> cached_causal_tail(const CausalGrid& g, int64_t section);
 // attention_set_section_heads's override, or 0 for the launcher's choice.
 int section_heads_override();
 
@@ -106,6 +109,12 @@ template <typename CFG, typename = void>
 struct ClusterOf : std::integral_constant<int, 1> {};
 template <typename CFG>
 struct ClusterOf<CFG, std::void_t<decltype(CFG::CLUSTER)>> : std::integral_constant<int, CFG::CLUSTER> {};
+
+// Whether CFG's kernel reads a tail table (HopperWsConfig::TAIL_TABLE; false for configs without).
+template <typename CFG, typename = void>
+struct TailTableOf : std::false_type {};
+template <typename CFG>
+struct TailTableOf<CFG, std::void_t<decltype(CFG::TAIL_TABLE)>> : std::bool_constant<CFG::TAIL_TABLE> {};
 
 // Whether CFG packs the heads' rows into its tiles (HopperWsConfig::PACK_HEADS; false for configs without).
 template <typename CFG, typename = void>
@@ -184,7 +193,9 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
     // none and no mask (tiles alike), on as few CTAs as the rounds need
     // (even_round_grid); -2 the plain order on every SM. Sections of heads (the hook's) measured within noise of
     // head-major at d128 4k-16k (bench/NOTES-attention-log.md item 49).
-    const int forced = schedule_override();
+    const int forced_raw = schedule_override();
+    const bool no_tail = forced_raw == SCHEDULE_NO_TAIL;
+    const int forced = no_tail ? -1 : forced_raw;
     // Drawn tiles (causal_draws; forced by SCHEDULE_DRAWN) need the workspace's counter and a kernel
     // that draws: the key-row kernels (masked) keep the computed order.
     // d256's tiles (output staged in one slot, HopperWsConfig::O_SLOT, or in the V stages, O_IN_V)
@@ -227,15 +238,26 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       const int64_t kv_head_bytes = p.kv_len * (p.head_dim + p.v_head_dim) * 2;
       const auto heads_in = [&](int64_t mib) { return heads_within(mib, kv_head_bytes, a.bh_count); };
       int64_t heads = heads_in(section_mib);
-      if (forced == -1 && !draw) {
-        // Within a budget of K/V, the section size that balances the grid (section_mib is the fallback's).
-        const int64_t key_end = std::min<int64_t>(a.kv_len, a.mask_kv_len);
-        heads = cached_causal_section_heads(make_causal_grid(a.q_len, key_end, a.causal_offset, CFG::BLOCK_M,
-                                                             CFG::BLOCK_N, a.m_blocks, a.m_shift, a.bh_count, blocks,
-                                                             kv_head_bytes, head_dim_bucket(p)));
-      }
+      const int64_t key_end = std::min<int64_t>(a.kv_len, a.mask_kv_len);
+      const auto causal_grid = [&] {
+        return make_causal_grid(a.q_len, key_end, a.causal_offset, CFG::BLOCK_M, CFG::BLOCK_N, a.m_blocks,
+                                a.m_shift, a.bh_count, blocks, kv_head_bytes, head_dim_bucket(p));
+      };
+      // Within a budget of K/V, the section size that balances the grid (section_mib is the fallback's).
+      if (forced == -1 && !draw) heads = cached_causal_section_heads(causal_grid());
       if (const int forced_heads = section_heads_override(); forced_heads > 0)
         heads = std::min<int64_t>(forced_heads, a.bh_count);
+      // The causal order's last rounds dealt by the launcher's table (causal_tail).
+      if constexpr (TailTableOf<CFG>::value) {
+        // (Unmasked kernels without softcap code only: the others' block loops stay as they were.)
+        if (p.causal && !draw && !no_tail && p.mask_kind == MaskKind::none && !(p.softcap > 0.f) &&
+            CFG::BLOCKS_PER_SM == 1) {
+          if (const auto tail = cached_causal_tail(causal_grid(), heads); tail && tail->round > 0) {
+            a.tail_round = int(tail->round);
+            std::copy(tail->tiles.begin(), tail->tiles.end(), a.tail_tiles);
+          }
+        }
+      }
       a.lpt_heads = int(heads);
       a.div_section = FastDiv::make(a.lpt_heads * a.m_blocks);
       a.div_lpt_heads = FastDiv::make(a.lpt_heads);

@@ -136,6 +136,8 @@ inline int causal_fallback_mib(int head_dim_bucket, int64_t m_blocks) {
 // grid and the computed order has no per-tile hand-over. So more than 32 query
 // blocks a head draw. attention_set_schedule(SCHEDULE_DRAWN) forces it.
 inline constexpr int SCHEDULE_DRAWN = -3;
+// The default without the tail table (causal_tail below): an A/B hook.
+inline constexpr int SCHEDULE_NO_TAIL = -5;
 inline constexpr int64_t DRAWN_SECTION_MIB = 32;
 inline constexpr int64_t DRAWN_TILES_PER_HEAD_MIN = 33;
 inline bool causal_draws(int64_t m_blocks) { return m_blocks >= DRAWN_TILES_PER_HEAD_MIN; }
@@ -215,6 +217,79 @@ inline int64_t causal_section_heads(const CausalGrid& g) {
     if (span[size_t(s)] <= balanced && d < distance) pick = s, distance = d;
   }
   return pick;
+}
+
+
+// The static causal order's last rounds, rebalanced (persistent_tile's tail).
+// The snake's whole rounds leave the CTAs that run one tile more than the rest
+// (tiles % grid of them) a tile longer: 2048 tiles on 132 CTAs end at 16 / 15.52
+// = 1.031 of the mean, as the per-CTA spans measured (1.037 at d128 causal 1k
+// and 4k; bench/NOTES-attention-log.md item 103). Drawn tiles balance but cost
+// more per tile than they save there; so the snake keeps the first rounds (an
+// even count: they balance in pairs) and the launcher deals the rest, heaviest
+// first, each to the CTA with the least work so far (LPT), in a table the
+// kernel reads from its arguments (FlashArgs::tail_tiles: kernel parameters,
+// which a CUDA graph keeps by value).
+inline constexpr int TAIL_ENTRIES = 1024;     // rows x CTAs a table holds (132 CTAs: 7 rows)
+inline constexpr uint16_t TAIL_NONE = 0xffff;  // no tile: the CTA's column has ended
+inline constexpr int TAIL_ROUNDS = 2;          // whole rounds dealt beside the partial one
+inline constexpr double TAIL_GAIN_MIN = 0.005;  // a table that saves less of the makespan is not used
+
+struct CausalTail {
+  int64_t round = 0;            // rounds the snake runs first; 0: no table (the snake throughout)
+  int64_t rows = 0;             // table rows: the longest column and its TAIL_NONE
+  std::vector<uint16_t> tiles;  // rows x grid: CTA c's r-th tail tile at [r * grid + c]
+  double makespan = 0.0, snake_makespan = 0.0;  // the longest CTA's work with and without it, in key blocks
+};
+
+// tile_head's query block for tile `tile` of a causal grid in sections of `section` heads.
+inline int64_t section_tile_block(const CausalGrid& g, int64_t section, int64_t tile) {
+  const int64_t per_section = section * g.m_blocks, s = tile / per_section;
+  const int64_t heads = std::min(section, g.heads - s * section);
+  return g.m_blocks - 1 - (tile - s * per_section) / heads;
+}
+
+// The tail table for a causal grid in sections of `section` heads, or none
+// (round 0) where tile ids need more than 16 bits, the grid runs fewer than
+// four rounds, the table would not fit TAIL_ENTRIES, or it saves under
+// TAIL_GAIN_MIN of the makespan.
+inline CausalTail causal_tail(const CausalGrid& g, int64_t section) {
+  CausalTail t;
+  const int64_t tiles = g.heads * g.m_blocks, grid = g.grid;
+  if (section < 1 || grid < 2 || tiles >= TAIL_NONE || tiles <= 2 * grid) return t;
+  int64_t round = tiles / grid - TAIL_ROUNDS;
+  round -= round & 1;
+  if (round < 2) return t;
+  std::vector<double> cost(size_t(g.m_blocks));
+  for (int64_t j = 0; j < g.m_blocks; ++j) cost[size_t(j)] = causal_tile_cost(g, j);
+  const auto tile_cost = [&](int64_t tile) { return cost[size_t(section_tile_block(g, section, tile))]; };
+  std::vector<double> work(size_t(grid), 0.0), snake(size_t(grid), 0.0);
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t it = tile / grid, pos = tile % grid, cta = (it & 1) ? grid - 1 - pos : pos;
+    snake[size_t(cta)] += tile_cost(tile);
+    if (it < round) work[size_t(cta)] += tile_cost(tile);
+  }
+  std::vector<int64_t> rest;
+  for (int64_t tile = round * grid; tile < tiles; ++tile) rest.push_back(tile);
+  std::stable_sort(rest.begin(), rest.end(), [&](int64_t x, int64_t y) { return tile_cost(x) > tile_cost(y); });
+  std::vector<std::vector<int64_t>> columns(static_cast<size_t>(grid));
+  for (const int64_t tile : rest) {
+    const size_t cta = size_t(std::min_element(work.begin(), work.end()) - work.begin());  // the lowest index on ties
+    work[cta] += tile_cost(tile);
+    columns[cta].push_back(tile);
+  }
+  t.makespan = *std::max_element(work.begin(), work.end());
+  t.snake_makespan = *std::max_element(snake.begin(), snake.end());
+  size_t longest = 0;
+  for (const auto& column : columns) longest = std::max(longest, column.size());
+  const int64_t rows = int64_t(longest) + 1;
+  if (rows * grid > TAIL_ENTRIES || t.makespan > t.snake_makespan * (1.0 - TAIL_GAIN_MIN)) return t;
+  t.round = round;
+  t.rows = rows;
+  t.tiles.assign(size_t(rows * grid), TAIL_NONE);
+  for (int64_t c = 0; c < grid; ++c)
+    for (size_t r = 0; r < columns[size_t(c)].size(); ++r) t.tiles[r * size_t(grid) + size_t(c)] = uint16_t(columns[size_t(c)][r]);
+  return t;
 }
 
 }  // namespace trt_fastops::attention

@@ -164,7 +164,8 @@ void register_attention_bindings(py::module_& m) {
   m.def("attention_set_schedule", &attention::attention_set_schedule,
         "Benchmark hook: the tile schedule of the warp-specialised kernel from now on: -1 default, -2\n"
         "head-major without dealing the partial tiles apart, -3 (causal, with a workspace) tiles drawn from\n"
-        "a counter, 0 a CTA per tile, n > 0 a persistent grid with sections of heads whose K/V take n MiB;\n"
+        "a counter, -5 the default without the causal tail table, 0 a CTA per tile, n > 0 a persistent\n"
+        "grid with sections of heads whose K/V take n MiB;\n"
         "returns the previous setting.",
         py::arg("section_mib"));
   m.def("attention_set_section_heads", &attention::attention_set_section_heads,
