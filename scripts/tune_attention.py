@@ -140,7 +140,8 @@ def main() -> int:
                          "bench_attention.py does (item 50; default 250): configurations that draw different power "
                          "(cuDNN, and our own tile schedules: item 62) rank differently in a burst; 0 times bursts")
     ap.add_argument("--clocks", action="store_true",
-                    help="sample the SM clock (nvidia-smi); print median MHz and TFLOP/s per GHz (see above; needs --settle-ms of at least 150)")
+                    help="sample the SM clock (nvidia-smi); print median MHz and TFLOP/s per GHz "
+                         "(see above; needs --settle-ms 250 or more)")
     ap.add_argument("--graph", action="store_true",
                     help="time CUDA-graph replays of --reps calls (small cases: eager timing is Python launch cost)")
     args = ap.parse_args()
@@ -149,8 +150,9 @@ def main() -> int:
     if args.before in ("flush", "scatter") and not args.graph:
         raise SystemExit(f"tune_attention: --before {args.before} needs --graph")
 
-    if args.clocks and args.settle_ms < 150:
-        raise SystemExit("tune_attention: --clocks reads the clock over the settled stretch: --settle-ms 150 or more")
+    if args.clocks and args.settle_ms < 250:
+        # The window opens 100 ms before the settle ends, and the clocks settle 100-150 ms after a change.
+        raise SystemExit("tune_attention: --clocks reads the clock over the settled stretch: --settle-ms 250 or more")
 
     import torch
     from trt_fastops import _C, ops
