@@ -1,7 +1,8 @@
 #!/bin/bash
-# A/B of the causal tail table (branch wip/lpt-tail checked out): one build; the default (tail table)
-# against -5 (the same kernels without it: block loops identical to main's), causal bar grids;
-# tests; sanitizers on the tail cases. Carry: [".gpu-deps"]; run: bash bench/ab_lpt_tail.sh
+# A/B of the causal tail table: one build; the default against -5 (the same kernels without the
+# table) on grids that take it (the model saves >= TAIL_GAIN_MIN, 5 %: bench/NOTES-attention-log.md
+# item 104 (f)) and one that doesn't (1x32x4096 d128: both arms run the snake); tests; sanitizers on
+# the tail cases. Carry: [".gpu-deps"]; run: bash bench/ab_lpt_tail.sh
 set -uo pipefail
 OUT=${OUT:-$PWD/out/run}; mkdir -p "$OUT"; export OUT PYTHONSAFEPATH=1
 start=$(date +%s); deadline=${1:-580}
@@ -10,9 +11,10 @@ if ! (cd /tmp && python3 -c "import trt_fastops._C" 2>/dev/null); then
   bash scripts/gpu_session.sh build > "$OUT/build_log.txt" 2>&1; echo "build rc=$? left $(left)"
   grep -E "spill stores" "$OUT/build.txt" | grep -v " 0 bytes spill stores" | sort | uniq -c | head -3
 fi
-timeout 150 python3 scripts/tune_attention.py --dims 128 64 --causal yes --seqlens 512 1024 2048 4096 \
-  --dtypes float16 bfloat16 --schedules -1 -5 --trials 5 > "$OUT/tune_tail.txt" 2>&1
-echo "tune rc=$? left $(left)"; grep -v "^ *{" "$OUT/tune_tail.txt" | tail -16
+timeout 150 python3 scripts/tune_attention.py --graph --clocks --causal yes --dtypes float16 bfloat16 \
+  --shapes 1x96x1024x64 8x12x1024x64 2x32x2048x64 1x40x2048x128 2x40x4096x128 1x32x4096x128 \
+  --schedules -1 -5 --trials 5 > "$OUT/tune_tail.txt" 2>&1
+echo "tune rc=$? left $(left)"; grep -v "^ *{" "$OUT/tune_tail.txt" | tail -12
 python3 - "$OUT/tune_tail.txt" <<'PY'
 import re, sys, math
 r = []
