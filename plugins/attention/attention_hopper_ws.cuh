@@ -253,6 +253,8 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
   constexpr int NT = BN / 8, DT = D / 8, ATOMS = D / 64;
   constexpr uint32_t Q_BYTES = CFG::TILE_Q * 2, KV_BYTES = CFG::TILE_KV * 2;
   constexpr int CONSUMERS = CFG::NUM_CONSUMERS, CONSUMER_WARPS = 4 * CONSUMERS;
+  // The tail table's reads (persistent_tile<TAIL>): unmasked kernels without softcap code only.
+  constexpr bool TAIL = CFG::TAIL_TABLE && !MASKED && !SOFTCAP;
 
   extern __shared__ unsigned char smem_raw[];
   T* s_q = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -353,7 +355,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
       // the counter's old value, drawn a tile ahead (the atomic's round trip
       // overlaps this tile's loads). Without a tile left, the consumers and the
       // store warp get `tiles` through the ring.
-      int tile = drawn ? int(blockIdx.x) : persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, 0, tiles);
+      int tile = drawn ? int(blockIdx.x) : persistent_tile<TAIL>(a, 0, tiles);
       for (int it = 0;; ++it) {
         if (tile >= tiles) {
           if (drawn) {
@@ -473,13 +475,13 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           mbar_arrive(q_full);
         }
         for (int nb = any ? 1 : 0; nb < w.n_blocks; ++nb) load_kv(nb);
-        tile = drawn ? next : persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it + 1, tiles);
+        tile = drawn ? next : persistent_tile<TAIL>(a, it + 1, tiles);
       }
     } else if (key_row && warp == 1) {
       // The mask scans, in the tiles' order; use u of a slot waits for the
       // issuing thread's release of use u - 1.
       for (int it = 0;; ++it) {
-        const int tile = persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it, tiles);
+        const int tile = persistent_tile<TAIL>(a, it, tiles);
         if (tile >= tiles) break;
         int m_block;
         const int bh = tile_head(a, tile, m_block);
@@ -507,7 +509,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
           mbar_wait(o_full, it & 1);  // consumer 0 staged tile it (or read that none is left)
           tile = tile_ring[it % TILE_RING];
         } else {
-          tile = persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it, tiles);
+          tile = persistent_tile<TAIL>(a, it, tiles);
         }
         if (tile >= tiles) break;
         int m_block = 0;
@@ -714,7 +716,7 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
         if (lane == 0) published = tile_ring[it % TILE_RING];
         tile = __shfl_sync(0xffffffffu, published, 0);  // warp-uniform for ptxas
       } else {
-        tile = persistent_tile<CFG::TAIL_TABLE && !MASKED && !SOFTCAP>(a, it, tiles);
+        tile = persistent_tile<TAIL>(a, it, tiles);
       }
       if (tile >= tiles) {
         if (drawn) {
