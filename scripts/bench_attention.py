@@ -29,6 +29,9 @@ timed. The sm80 kernel and the tile sweep are timed on their own, after.
 
     python scripts/bench_attention.py                      # full table -> bench/results/attention.json
     python scripts/bench_attention.py --seqlens 1024 4096 --dims 128 --dtypes float16
+    # issue 7's bars of saved runs (no GPU): each run's, and with several files their per-case
+    # medians and the cases below a bar in every run
+    python scripts/bench_attention.py --bars bench/results/attention.json OLDER.json
     # BERT-base with a key-padding mask ([B, 1, 1, S]; sequence 0 padded from S/2, the rest all
     # live), also timed without the mask; the baselines get the same mask (ORT: key lengths):
     python scripts/bench_attention.py --seqlens 512 --dims 64 --dtypes float16 --causal no \
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import statistics
 import sys
 import time
@@ -50,6 +54,15 @@ from scripts._bench_common import attention_kernel_name, driver_version, gpu_set
 TOKENS = 16384
 HIDDEN = 2048
 BACKENDS = ("flash", "cudnn", "efficient")
+
+# Issue 7's bars (Hopper attention at FlashAttention-3 speed), on the unmasked d64 / d128 cases:
+# ratios to torch's backends timed in the same run, rates at seqlen >= 4k. The cuDNN bar holds from
+# seqlen 1k; the flash bar is counted over every case and from 1k, as the issue can be read either way.
+FLASH_BAR = 1.6
+CUDNN_BAR = 1.0
+RATIO_FROM = 1024
+RATE_BARS = ((128, False, 550.0), (128, True, 450.0), (64, False, 400.0))  # (d, causal, TFLOP/s)
+RATE_FROM = 4096
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--tile-sweep", type=int, default=0, metavar="N",
                     help="also time our tile variants 1..N-1 (_C.attention_set_tile_variant) per case")
     ap.add_argument("--out", type=Path, default=Path("bench/results/attention.json"))
+    ap.add_argument("--bars", type=Path, nargs="+", default=None, metavar="JSON",
+                    help="no timing: print issue 7's bars for these saved results (with several, also per-case "
+                         "medians over them and the cases below a bar in every one)")
     return ap
 
 
@@ -415,8 +431,99 @@ def table(rows: list[dict], gemm: float | None) -> str:
     return "\n".join(lines)
 
 
+def _case(r: dict) -> str:
+    return f"{r['dtype']} d{r['d']} {'causal' if r['causal'] else 'non-causal'} {r['seqlen']}"
+
+
+def _key(r: dict) -> tuple:
+    return (r["dtype"], r["d"], r["causal"], r["seqlen"], r["batch"], r["heads"])
+
+
+def _below(rows: list[dict], key: str, bar: float) -> list[dict]:
+    """Rows under the bar, or without the ratio (a baseline that failed or was not timed)."""
+    return [r for r in rows if not (isinstance(r.get(key), (int, float)) and r[key] >= bar)]
+
+
+def bar_rows(rows: list[dict]) -> list[dict]:
+    """The rows issue 7's bars speak of: unmasked d64 and d128."""
+    return [r for r in rows if r.get("d") in (64, 128) and r.get("key_padding", "none") == "none"]
+
+
+def bars(rows: list[dict]) -> str:
+    """Issue 7's bars over one run's rows (or per-case medians): counts, then each case below a bar."""
+    rows = bar_rows(rows)
+    if not rows:
+        return ""
+    long = [r for r in rows if r["seqlen"] >= RATIO_FROM]
+    flash, flash_long, cudnn = (_below(rows, "x_flash", FLASH_BAR), _below(long, "x_flash", FLASH_BAR),
+                                _below(long, "x_cudnn", CUDNN_BAR))
+    lines = [f"issue 7's bars: >= {FLASH_BAR:g}x torch flash on {len(rows) - len(flash)} of {len(rows)} cases "
+             f"({len(long) - len(flash_long)} of {len(long)} from seqlen {RATIO_FROM}); >= {CUDNN_BAR:g}x torch cuDNN "
+             f"on {len(long) - len(cudnn)} of {len(long)} from seqlen {RATIO_FROM}"]
+    for name, key, below in (("flash", "x_flash", flash), ("cuDNN", "x_cudnn", cudnn)):
+        if below:
+            lines.append(f"  below {name}: " + ", ".join(
+                f"{_case(r)} {r[key]:.3f}" if isinstance(r.get(key), (int, float)) else f"{_case(r)} (not timed)"
+                for r in below))
+    for d, causal, floor in RATE_BARS:
+        rates = [r.get("ours_tflops") for r in rows
+                 if r["d"] == d and r["causal"] == causal and r["seqlen"] >= RATE_FROM]
+        rates = [x for x in rates if isinstance(x, (int, float))]
+        if rates:
+            low = min(rates)
+            lines.append(f"  d{d} {'causal' if causal else 'non-causal'}, seqlen >= {RATE_FROM}: >= {floor:.0f} "
+                         f"TFLOP/s {'met' if low >= floor else 'MISSED'} (lowest {low:.1f})")
+    return "\n".join(lines)
+
+
+def pooled(runs: list[list[dict]]) -> list[dict]:
+    """Per case (in the first run's order), the median over the runs of our rate and each ratio."""
+    by_case: dict[tuple, list[dict]] = {}
+    for rows in runs:
+        for r in bar_rows(rows):
+            by_case.setdefault(_key(r), []).append(r)
+    out = []
+    for same in by_case.values():
+        row = {k: same[0][k] for k in ("dtype", "d", "causal", "seqlen", "batch", "heads")}
+        for k in ("ours_tflops", "x_flash", "x_cudnn"):
+            values = [r[k] for r in same if isinstance(r.get(k), (int, float))]
+            row[k] = statistics.median(values) if values else None
+        row["runs"] = len(same)
+        out.append(row)
+    return out
+
+
+def bars_report(paths: list[Path]) -> str:
+    """Issue 7's bars of saved results: each run's; with several, their per-case medians and the
+    cases below a bar in every run (a case some run lacks is not among them)."""
+    docs = [json.loads(Path(p).read_text()) for p in paths]
+    parts = []
+    for path, doc in zip(paths, docs):
+        parts.append(f"{path}: {doc.get('gpu')}, {doc.get('date')}, dense GEMM {doc.get('gemm_bf16_tflops')} TFLOP/s")
+        parts.append(bars(doc["rows"]) or "  no unmasked d64 / d128 rows")
+    if len(docs) > 1:
+        runs = [doc["rows"] for doc in docs]
+        parts.append(f"per-case medians over the {len(docs)} runs")
+        parts.append(bars(pooled(runs)) or "  no unmasked d64 / d128 rows")
+        for name, key, bar, scope in (("flash", "x_flash", FLASH_BAR, 0),
+                                      ("cuDNN", "x_cudnn", CUDNN_BAR, RATIO_FROM)):
+            below_each = [{_key(r) for r in _below([r for r in bar_rows(rows) if r["seqlen"] >= scope], key, bar)}
+                          for rows in runs]
+            always = set.intersection(*below_each)
+            names = [_case(r) for r in pooled(runs) if _key(r) in always]
+            parts.append(f"  below {name} in every run: {', '.join(names) if names else 'none'}")
+    return "\n".join(parts)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.bars:
+        try:
+            print(bars_report(args.bars))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"bench_attention --bars: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
+        return 0
     setup = gpu_setup("bench_attention", want_ort=not args.no_ort)
     if setup == 2:
         return 2
@@ -454,7 +561,8 @@ def main(argv=None) -> int:
            "gemm_bf16_tflops": round(gemm, 1),
            "method": method(args),
            "seconds": round(time.perf_counter() - t0, 1), "errors": errors, "rows": rows}
-    return write_results(args.out, doc, errors, table(rows, gemm))
+    summary = bars(rows)
+    return write_results(args.out, doc, errors, table(rows, gemm) + (f"\n{summary}" if summary else ""))
 
 
 if __name__ == "__main__":

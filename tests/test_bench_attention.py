@@ -108,6 +108,72 @@ def test_table_has_fa3_columns_only_when_fa3_ran():
     assert len(header.split()) == len(first.split()) == len(second.split())
 
 
+def _bar_row(dtype, d, causal, seqlen, tflops, x_flash, x_cudnn):
+    return dict(dtype=dtype, d=d, causal=causal, seqlen=seqlen, batch=16384 // seqlen, heads=2048 // d,
+                key_padding="none", ours_tflops=tflops, x_flash=x_flash, x_cudnn=x_cudnn)
+
+
+def _bar_run(**changes):
+    """Eight cases clearing every bar; changes[(d, causal, seqlen)] = (tflops, x_flash, x_cudnn)."""
+    rows = []
+    for d, causal, seqlen in [(64, False, 512), (64, False, 1024), (64, False, 4096), (64, True, 1024),
+                              (128, False, 1024), (128, False, 4096), (128, True, 512), (128, True, 4096)]:
+        tflops, x_flash, x_cudnn = changes.get(f"d{d}_{'c' if causal else 'nc'}_{seqlen}", (600.0, 1.7, 1.05))
+        rows.append(_bar_row("float16", d, causal, seqlen, tflops, x_flash, x_cudnn))
+    return rows
+
+
+def test_bars_count_each_bar_and_name_the_cases_below():
+    text = ba.bars(_bar_run(d64_nc_512=(390.0, 1.55, 0.9), d64_c_1024=(330.0, 1.59, 1.0),
+                            d128_nc_1024=(520.0, 1.62, 0.99), d128_c_4096=(440.0, 1.8, None)))
+    head, *rest = text.splitlines()
+    # flash over all 8 cases (2 below), and the 6 from 1k (1 below: 512 is out of that scope)
+    assert "flash on 6 of 8 cases (5 of 6 from seqlen 1024)" in head
+    # cuDNN from 1k only: the 512 row's 0.9 does not count, 1.0 is on the bar, a missing ratio is below
+    assert "cuDNN on 4 of 6 from seqlen 1024" in head
+    below_flash = next(line for line in rest if "below flash" in line)
+    assert "float16 d64 non-causal 512 1.550" in below_flash and "float16 d64 causal 1024 1.590" in below_flash
+    below_cudnn = next(line for line in rest if "below cuDNN" in line)
+    assert "float16 d128 non-causal 1024 0.990" in below_cudnn
+    assert "float16 d128 causal 4096 (not timed)" in below_cudnn
+    assert "float16 d64 non-causal 512" not in below_cudnn
+    assert any("d128 causal, seqlen >= 4096: >= 450 TFLOP/s MISSED (lowest 440.0)" in line for line in rest)
+    assert any("d128 non-causal, seqlen >= 4096: >= 550 TFLOP/s met (lowest 600.0)" in line for line in rest)
+
+
+def test_bars_leave_out_other_head_dims_and_masked_rows():
+    rows = [_bar_row("float16", 256, False, 4096, 700.0, 2.0, 1.1),
+            dict(_bar_row("float16", 64, False, 512, 300.0, 1.2, 0.8), key_padding="additive")]
+    assert ba.bars(rows) == ""
+
+
+def test_bars_report_pools_runs_and_names_the_cases_below_in_every_run(tmp_path, capsys):
+    import json
+
+    first = _bar_run(d64_nc_512=(390.0, 1.55, 1.1), d64_nc_1024=(430.0, 1.58, 1.1), d128_nc_1024=(520.0, 1.7, 0.98))
+    second = _bar_run(d64_nc_512=(395.0, 1.54, 1.1), d64_nc_1024=(450.0, 1.66, 1.1), d128_nc_1024=(530.0, 1.7, 1.01))
+    paths = []
+    for i, rows in enumerate((first, second)):
+        path = tmp_path / f"run{i}.json"
+        path.write_text(json.dumps({"gpu": "H200", "date": f"run {i}", "gemm_bf16_tflops": 680.0, "rows": rows}))
+        paths.append(path)
+    assert ba.main(["--bars", *map(str, paths)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("issue 7's bars") == 3  # each run, then the medians
+    medians = out.split("per-case medians over the 2 runs")[1]
+    assert "float16 d64 non-causal 512 1.545" in medians and "float16 d64 non-causal 1024 1.620" not in medians
+    assert "below flash in every run: float16 d64 non-causal 512\n" in out
+    assert "below cuDNN in every run: none" in out
+
+
+def test_bars_report_refuses_an_unreadable_file(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    assert ba.main(["--bars", str(bad)]) == 2
+    assert "bench_attention --bars: JSONDecodeError" in capsys.readouterr().err
+    assert ba.main(["--bars", str(tmp_path / "missing.json")]) == 2
+
+
 def test_fa3_commit_reads_the_build_stamp(tmp_path):
     lib = tmp_path / "libfa3_bench.so"
     assert ba.fa3_commit(None) is None
