@@ -5,8 +5,9 @@
   times our part of a plan-cache hit (make_conv_key + LRU lookup) and prints it.
 - attention_schedule_test.cc: the attention launcher's schedule model
   (plugins/attention/attention_schedule.h): the causal grid's cost against a tile-by-tile walk
-  of the kernels' order, the K/V budget, and the section sizes it picks for bench_attention's
-  grids and for small ones.
+  of the kernels' order, the K/V budget, the section sizes it picks for bench_attention's
+  grids and for small ones, and the causal tail table (against its first, plain form on random
+  grids). It prints what costing a causal grid at its first launch takes the host.
 
 Each prints "N passed, M failed" (tests/cpp/host_check.h)."""
 from __future__ import annotations
@@ -47,7 +48,10 @@ def test_conv_host_units(tmp_path):
 
 
 def test_attention_schedule_model(tmp_path):
-    build_and_run(tmp_path, "attention_schedule_test")
+    stdout = build_and_run(tmp_path, "attention_schedule_test")
+    cost = [line for line in stdout.splitlines() if line.startswith("first_launch_us")]
+    assert cost, stdout
+    print(f"causal grid's first launch, host: {cost[0]}")
 
 
 def cuda_include_dirs() -> list[Path]:

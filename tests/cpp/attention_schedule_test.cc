@@ -2,10 +2,12 @@
 // (plugins/attention/attention_schedule.h): causal_makespan against a
 // tile-by-tile walk of the kernels' order (tile_head's sections,
 // persistent_tile's snake), causal_section_heads's picks on
-// bench_attention's grids, and even_round_grid. Built and run by tests/test_host_cpp.py;
-// prints "N passed, M failed".
+// bench_attention's grids, even_round_grid, and causal_tail (against a walk, and against
+// its first form). Built and run by tests/test_host_cpp.py; prints "N passed, M failed"
+// and the host's cost of costing a causal grid ("first_launch_us").
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -198,6 +200,98 @@ double walked_tail_makespan(const CausalGrid& g, int64_t section, const CausalTa
   return *std::max_element(work.begin(), work.end());
 }
 
+// causal_tail as first written (session 60): every tile's cost from section_tile_block, the LPT
+// by a scan for the least-loaded CTA. causal_tail's faster form must give the same table.
+CausalTail reference_causal_tail(const CausalGrid& g, int64_t section) {
+  using trt_fastops::attention::TAIL_ROUNDS;
+  CausalTail t;
+  const int64_t tiles = g.heads * g.m_blocks, grid = g.grid;
+  if (section < 1 || grid < 2 || tiles >= TAIL_NONE || tiles <= 2 * grid) return t;
+  int64_t round = tiles / grid - TAIL_ROUNDS;
+  round -= round & 1;
+  if (round < 2) return t;
+  const auto tile_cost = [&](int64_t tile) { return causal_tile_cost(g, section_tile_block(g, section, tile)); };
+  std::vector<double> work(size_t(grid), 0.0), snake(size_t(grid), 0.0);
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t it = tile / grid, pos = tile % grid, cta = (it & 1) ? grid - 1 - pos : pos;
+    snake[size_t(cta)] += tile_cost(tile);
+    if (it < round) work[size_t(cta)] += tile_cost(tile);
+  }
+  std::vector<int64_t> rest;
+  for (int64_t tile = round * grid; tile < tiles; ++tile) rest.push_back(tile);
+  std::stable_sort(rest.begin(), rest.end(), [&](int64_t x, int64_t y) { return tile_cost(x) > tile_cost(y); });
+  std::vector<std::vector<int64_t>> columns(static_cast<size_t>(grid));
+  for (const int64_t tile : rest) {
+    const size_t cta = size_t(std::min_element(work.begin(), work.end()) - work.begin());
+    work[cta] += tile_cost(tile);
+    columns[cta].push_back(tile);
+  }
+  t.makespan = *std::max_element(work.begin(), work.end());
+  t.snake_makespan = *std::max_element(snake.begin(), snake.end());
+  size_t longest = 0;
+  for (const auto& column : columns) longest = std::max(longest, column.size());
+  const int64_t rows = int64_t(longest) + 1;
+  if (rows * grid > TAIL_ENTRIES || t.makespan > t.snake_makespan * (1.0 - TAIL_GAIN_MIN)) return t;
+  t.round = round;
+  t.rows = rows;
+  t.tiles.assign(size_t(rows * grid), TAIL_NONE);
+  for (int64_t c = 0; c < grid; ++c)
+    for (size_t r = 0; r < columns[size_t(c)].size(); ++r)
+      t.tiles[r * size_t(grid) + size_t(c)] = uint16_t(columns[size_t(c)][r]);
+  return t;
+}
+
+void test_causal_tail_matches_reference() {
+  // Every field equal, the table entry for entry, on random causal grids (d64 and d128, 1-8 x
+  // 1-48 heads, 64-6k tokens, 2-132 CTAs), each in the launcher's section and in a random one.
+  std::mt19937_64 rng(61);
+  int tables = 0, compared = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int64_t d = rng() % 2 ? 64 : 128, batch = 1 + int64_t(rng() % 8), heads = 1 + int64_t(rng() % 48);
+    const int64_t seqlen = 64 + int64_t(rng() % 6000), ctas = 2 + int64_t(rng() % 131);
+    const CausalGrid g = causal_grid(batch, heads, seqlen, d, ctas);
+    for (const int64_t section : {causal_section_heads(g), 1 + int64_t(rng() % uint64_t(g.heads))}) {
+      const CausalTail got = causal_tail(g, section), want = reference_causal_tail(g, section);
+      const std::string name = "trial " + std::to_string(trial) + " (" + std::to_string(batch) + "x" +
+                               std::to_string(heads) + "x" + std::to_string(seqlen) + " d" + std::to_string(d) +
+                               " on " + std::to_string(g.grid) + ", sections of " + std::to_string(section) + ")";
+      const bool same = got.round == want.round && got.rows == want.rows && got.tiles == want.tiles &&
+                        got.makespan == want.makespan && got.snake_makespan == want.snake_makespan;
+      check(same, name + ": causal_tail as the reference");
+      if (!same) return;
+      tables += got.round > 0;
+      ++compared;
+    }
+  }
+  check(compared == 6000 && tables > 100, "the sweep takes tables (" + std::to_string(tables) + " of " +
+                                              std::to_string(compared) + ")");
+}
+
+// A grid's first launch costs the host causal_section_heads and causal_tail (then cached);
+// printed for tests/test_host_cpp.py, not asserted (timings belong in benchmarks).
+void print_first_launch_cost() {
+  double section_us = 0.0, tail_us = 0.0;
+  int n = 0;
+  for (const int64_t s : {512, 1024, 2048, 4096})
+    for (const int64_t d : {64, 128}) {
+      const CausalGrid g = bench_grid(s, d, 132);
+      double best_section = INFINITY, best_tail = INFINITY;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const int64_t section = causal_section_heads(g);
+        const auto t1 = std::chrono::steady_clock::now();
+        const CausalTail tail = causal_tail(g, section);
+        const auto t2 = std::chrono::steady_clock::now();
+        check(tail.snake_makespan > 0.0, "timed a real table");
+        best_section = std::min(best_section, std::chrono::duration<double, std::micro>(t1 - t0).count());
+        best_tail = std::min(best_tail, std::chrono::duration<double, std::micro>(t2 - t1).count());
+      }
+      section_us += best_section, tail_us += best_tail, ++n;
+    }
+  std::printf("first_launch_us section %.1f tail %.1f (means over bench_attention's 8 causal grids)\n",
+              section_us / n, tail_us / n);
+}
+
 void test_causal_tail() {
   // On 132 SMs, in the sections the launcher picks: bench_attention's causal grids (2048 tiles at
   // d128, 3072 / 2816 at d64), where the snake ends 1.3-3.8 % above the mean and the table would
@@ -265,5 +359,7 @@ int main() {
   test_even_round_grid();
   test_causal_draws();
   test_causal_tail();
+  test_causal_tail_matches_reference();
+  print_first_launch_cost();
   return host_check::report();
 }
