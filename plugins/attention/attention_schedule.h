@@ -82,28 +82,36 @@ inline double causal_tile_cost(const CausalGrid& g, int64_t m_block) {
   return double(n_end > 0 ? (n_end + g.block_n - 1) / g.block_n : 0) + TILE_FIXED_BLOCKS;
 }
 
-// The longest CTA's work with sections of `section` heads, in key blocks. A
-// run of one query block of a section's heads costs the same per tile and
-// lands on consecutive positions of one or more rounds: each becomes a range
-// of CTAs in a difference array, so the cost is O(runs + rounds + grid).
-inline double causal_makespan(const CausalGrid& g, int64_t section, const std::vector<double>& level_cost) {
-  std::vector<double> diff(size_t(g.grid) + 1, 0.0);
-  int64_t it = 0, pos = 0;  // the next tile's round and position in it
-  auto add = [&](int64_t count, double cost) {
-    while (count > 0) {
-      const int64_t n = std::min(count, g.grid - pos);
-      const int64_t lo = (it & 1) ? g.grid - pos - n : pos;  // odd rounds run reversed
-      diff[size_t(lo)] += cost;
-      diff[size_t(lo + n)] -= cost;
-      count -= n;
-      pos += n;
-      if (pos == g.grid) pos = 0, ++it;
-    }
-  };
+// tile_head's order on persistent_tile's snake, by runs: each section's query
+// blocks, the last first, are runs of one cost (level_cost[block]) over the
+// section's heads, and a run lands on a range of CTAs in each round it reaches
+// (odd rounds reversed). Calls f(round, first CTA, count, cost, first tile) per
+// piece, so a grid costs O(runs + rounds), not O(tiles).
+template <typename F>
+inline void for_each_snake_run(const CausalGrid& g, int64_t section, const std::vector<double>& level_cost, F&& f) {
+  int64_t tile = 0, it = 0, pos = 0;  // the next tile, its round and its position in the round
   for (int64_t first = 0; first < g.heads; first += section) {
     const int64_t in_section = std::min(section, g.heads - first);
-    for (int64_t q = 0; q < g.m_blocks; ++q) add(in_section, level_cost[size_t(g.m_blocks - 1 - q)]);
+    for (int64_t q = 0; q < g.m_blocks; ++q) {
+      const double cost = level_cost[size_t(g.m_blocks - 1 - q)];
+      for (int64_t left = in_section; left > 0;) {
+        const int64_t n = std::min(left, g.grid - pos);
+        f(it, (it & 1) ? g.grid - pos - n : pos, n, cost, tile);
+        tile += n, left -= n, pos += n;
+        if (pos == g.grid) pos = 0, ++it;
+      }
+    }
   }
+}
+
+// The longest CTA's work with sections of `section` heads, in key blocks: the
+// runs above into a difference array, O(runs + rounds + grid).
+inline double causal_makespan(const CausalGrid& g, int64_t section, const std::vector<double>& level_cost) {
+  std::vector<double> diff(size_t(g.grid) + 1, 0.0);
+  for_each_snake_run(g, section, level_cost, [&](int64_t, int64_t lo, int64_t n, double cost, int64_t) {
+    diff[size_t(lo)] += cost;
+    diff[size_t(lo + n)] -= cost;
+  });
   double run = 0.0, longest = 0.0;
   for (int64_t c = 0; c < g.grid; ++c) longest = std::max(longest, run += diff[size_t(c)]);
   return longest;
@@ -260,7 +268,7 @@ inline int64_t section_tile_block(const CausalGrid& g, int64_t section, int64_t 
 // (round 0) where tile ids need more than 16 bits, the grid runs fewer than
 // four rounds, the table would not fit TAIL_ENTRIES, or it saves under
 // TAIL_GAIN_MIN of the makespan. Runs on the host at a grid's first launch
-// (then cached): the snake's sums go by runs of tiles, as causal_makespan's,
+// (then cached): the snake's sums go by runs of tiles (for_each_snake_run),
 // so only the dealt tiles are listed one by one (bench_attention's grids: ~30
 // us on a CI core, against ~220 us tile by tile; tests/cpp checks both give one table).
 inline CausalTail causal_tail(const CausalGrid& g, int64_t section) {
@@ -270,32 +278,22 @@ inline CausalTail causal_tail(const CausalGrid& g, int64_t section) {
   int64_t round = tiles / grid - TAIL_ROUNDS;
   round -= round & 1;
   if (round < 2) return t;
-  // tile_head's order: each section's query blocks, the last first, are runs of `in_section`
-  // tiles of one cost. A run covers a range of CTAs in each round it reaches (odd rounds
-  // reversed), added to difference arrays: the first `round` rounds (`first`) and all (`snake`).
-  // Costs are whole blocks plus TILE_FIXED_BLOCKS, so every sum is exact in any order.
+  // The snake's runs (for_each_snake_run) into difference arrays: the first `round` rounds
+  // (`first`) and all (`snake`); the tiles from round `round` on one by one. Costs are whole
+  // blocks plus TILE_FIXED_BLOCKS, so every sum is exact in any order.
+  std::vector<double> level_cost(size_t(g.m_blocks));
+  for (int64_t j = 0; j < g.m_blocks; ++j) level_cost[size_t(j)] = causal_tile_cost(g, j);
   std::vector<double> first(size_t(grid) + 1, 0.0), snake(size_t(grid) + 1, 0.0);
   std::vector<std::pair<double, int64_t>> rest;  // (cost, tile) from round `round` on, in tile order
   rest.reserve(size_t(tiles - round * grid));
-  int64_t tile = 0, it = 0, pos = 0;  // the next tile, its round and its position in the round
-  for (int64_t first_head = 0; first_head < g.heads; first_head += section) {
-    const int64_t in_section = std::min(section, g.heads - first_head);
-    for (int64_t q = 0; q < g.m_blocks; ++q) {
-      const double cost = causal_tile_cost(g, g.m_blocks - 1 - q);
-      for (int64_t left = in_section; left > 0;) {
-        const int64_t n = std::min(left, grid - pos);
-        const size_t lo = size_t((it & 1) ? grid - pos - n : pos), hi = lo + size_t(n);
-        snake[lo] += cost, snake[hi] -= cost;
-        if (it < round) {
-          first[lo] += cost, first[hi] -= cost;
-        } else {
-          for (int64_t k = 0; k < n; ++k) rest.emplace_back(cost, tile + k);
-        }
-        tile += n, left -= n, pos += n;
-        if (pos == grid) pos = 0, ++it;
-      }
+  for_each_snake_run(g, section, level_cost, [&](int64_t it, int64_t lo, int64_t n, double cost, int64_t tile) {
+    snake[size_t(lo)] += cost, snake[size_t(lo + n)] -= cost;
+    if (it < round) {
+      first[size_t(lo)] += cost, first[size_t(lo + n)] -= cost;
+    } else {
+      for (int64_t k = 0; k < n; ++k) rest.emplace_back(cost, tile + k);
     }
-  }
+  });
   std::partial_sum(first.begin(), first.end(), first.begin());
   std::partial_sum(snake.begin(), snake.end(), snake.begin());
   t.snake_makespan = *std::max_element(snake.begin(), snake.end() - 1);
