@@ -503,14 +503,15 @@ def bars_report(paths: list[Path]) -> str:
         parts.append(bars(doc["rows"]) or "  no unmasked d64 / d128 rows")
     if len(docs) > 1:
         runs = [doc["rows"] for doc in docs]
+        medians = pooled(runs)
         parts.append(f"per-case medians over the {len(docs)} runs")
-        parts.append(bars(pooled(runs)) or "  no unmasked d64 / d128 rows")
+        parts.append(bars(medians) or "  no unmasked d64 / d128 rows")
         for name, key, bar, scope in (("flash", "x_flash", FLASH_BAR, 0),
                                       ("cuDNN", "x_cudnn", CUDNN_BAR, RATIO_FROM)):
             below_each = [{_key(r) for r in _below([r for r in bar_rows(rows) if r["seqlen"] >= scope], key, bar)}
                           for rows in runs]
             always = set.intersection(*below_each)
-            names = [_case(r) for r in pooled(runs) if _key(r) in always]
+            names = [_case(r) for r in medians if _key(r) in always]
             parts.append(f"  below {name} in every run: {', '.join(names) if names else 'none'}")
     return "\n".join(parts)
 

@@ -307,7 +307,8 @@ void test_causal_tail() {
     for (const int64_t d : {64, 128}) cases.push_back({16384 / s, 2048 / d, s, d, false});
   cases.insert(cases.end(), {{1, 96, 1024, 64, true}, {8, 12, 1024, 64, true}, {2, 32, 2048, 64, true},
                              {1, 40, 2048, 128, true}, {2, 40, 4096, 128, true}, {3, 32, 700, 128, true},
-                             {6, 16, 1000, 64, true}, {1, 32, 4096, 128, false}, {4, 32, 1024, 128, false}});
+                             {6, 16, 1000, 64, true}, {1, 32, 4096, 128, false}, {4, 32, 1024, 128, false},
+                             {2, 16, 4096, 128, false}, {8, 16, 1024, 64, false}});
   for (const Case& c : cases) {
     const CausalGrid g = causal_grid(c.batch, c.heads, c.seqlen, c.head_dim, 132);
     const int64_t section = causal_section_heads(g);
