@@ -112,7 +112,37 @@ CASES = [
     # ViT-B/16 at batch 32: the cost model's 256-row tile under 512 keys (197 rows of 256, the
     # fourth consumer's 5 rows; 64-key blocks, the last one 5 keys).
     ("vit-b16", "float16", 32, 12, 12, 197, 197, 64, 64, {}),
+    # Programmatic dependent launch: the kernel ahead (late_copy_probe) lets the attention start at
+    # once and writes its Q / V only 200 us later; the attention waits for it (same bits as a launch
+    # without the overlap). The probe kernel runs under the sanitizers here too.
+    ("late-q-packed", "float16", 2, 4, 4, 512, 512, 64, 64, dict(late="q")),
+    ("late-v-causal", "bfloat16", 1, 4, 2, 600, 600, 128, 128, dict(late="v", causal=True)),
 ]
+
+
+def run_late(torch, q, k, v, late, causal) -> None:
+    """Attention right after a late copy of `late` ('q' or 'v') into a NaN-filled buffer, against the
+    launch without programmatic stream serialization (bit for bit)."""
+    import math
+
+    from test_attention_kernels import _forward_raw, dependent_launch
+    from trt_fastops import _C
+
+    stream = torch.cuda.current_stream().cuda_stream
+    expected = torch.full_like(q, math.nan)
+    with dependent_launch(False):
+        _forward_raw(q, k, v, expected, scale=0.125, causal=causal)
+    inputs = {"q": q, "v": v}
+    src = inputs[late]
+    inputs[late] = torch.full_like(src, math.nan)
+    out = torch.full_like(q, math.nan)
+    torch.cuda.synchronize()
+    with dependent_launch(True):
+        _C.late_copy_probe(src.data_ptr(), inputs[late].data_ptr(), src.numel() * 2, delay_us=200, stream=stream)
+        _forward_raw(inputs["q"], k, inputs["v"], out, scale=0.125, causal=causal, stream=stream)
+        torch.cuda.synchronize()
+    assert not torch.isnan(expected).any()
+    assert torch.equal(out, expected), "the attention read its input before the kernel ahead wrote it"
 
 
 def run_case(torch, check, make_inputs, forced_schedule, case) -> None:
@@ -142,6 +172,9 @@ def run_case(torch, check, make_inputs, forced_schedule, case) -> None:
         kw["mask"] = ~dead if mask == "padding-bool" else additive
     from trt_fastops import ops
 
+    if "late" in opt:
+        run_late(torch, q, k, v, opt["late"], opt.get("causal", False))
+        return
     if skv == 0:
         out = ops.attention(q, k, v)
         torch.cuda.synchronize()

@@ -131,6 +131,10 @@ def main() -> int:
                          "the partial tiles apart, -3 causal tiles drawn from a counter, 0 a CTA per tile, n > 0 "
                          "sections of heads whose K/V take n MiB; hN: the default with sections of N heads "
                          "where the grid runs sections, attention_set_section_heads; d: -3, dN: -3 in sections of N heads)")
+    ap.add_argument("--pdl", choices=("on", "off"), nargs="+", default=["on"],
+                    help="the sm_90a kernels launched with programmatic stream serialization or not "
+                         "(attention_set_dependent_launch): on lets each call's CTAs start while the call ahead "
+                         "finishes")
     ap.add_argument("--reps", type=int, default=20,
                     help="calls per timed block, as bench_attention.py (10 or fewer read a burst regime in which "
                          "our kernel looks closer to cuDNN than it runs sustained: bench/NOTES-attention-log.md item 42)")
@@ -167,10 +171,10 @@ def main() -> int:
         flush = torch.empty(64 << 20, device="cuda", dtype=torch.float32) if args.before == "flush" else None
         scatter = [torch.ones(9 << 19, device="cuda", dtype=torch.float16) for _ in range(48)] \
             if args.before == "scatter" else None
-        configs = [(path, vnt, sch) for path in args.paths for vnt in args.variants
-                   for sch in args.schedules]
+        configs = [(path, vnt, sch, pdl) for path in args.paths for vnt in args.variants
+                   for sch in args.schedules for pdl in args.pdl]
         if args.before != "none":
-            configs.append(("before-only", 0, "-1"))
+            configs.append(("before-only", 0, "-1", "on"))
         times = {c: [] for c in configs}
         windows = {c: [] for c in configs}
         names, wrong, graphs = {}, {}, {}
@@ -216,6 +220,7 @@ def main() -> int:
                 schedule, heads = parse_schedule(c[2])
                 _C.attention_set_schedule(schedule)
                 _C.attention_set_section_heads(heads)
+                _C.attention_set_dependent_launch(c[3] == "on")
                 try:
                     if trial == 0:
                         out.fill_(float("nan"))
@@ -254,8 +259,9 @@ def main() -> int:
                     _C.attention_set_tile_variant(0)
                     _C.attention_set_schedule(-1)
                     _C.attention_set_section_heads(0)
+                    _C.attention_set_dependent_launch(True)
         cells = []
-        base = statistics.median(times[("before-only", 0, "-1")]) if args.before != "none" else 0.0
+        base = statistics.median(times[("before-only", 0, "-1", "on")]) if args.before != "none" else 0.0
         for c in configs:
             us = statistics.median(times[c]) - (0.0 if c[0] == "before-only" else base)
             bad = "" if wrong[c] <= 0.02 else f" WRONG({wrong[c]:.3g})"
@@ -263,7 +269,8 @@ def main() -> int:
             if sampler is not None:
                 f = sampler.median(windows[c])
                 clock = ",no clock samples" if f is None else f",{f:.0f}MHz,{flops / us / 1e6 / (f / 1e3):.1f}TF/GHz"
-            cells.append(f"{c[0]}/v{c[1]}/s{c[2]}={flops / us / 1e6:.1f}TF,{us:.2f}us{clock}{bad}")
+            pdl = "" if c[3] == "on" else "/pdl-off"
+            cells.append(f"{c[0]}/v{c[1]}/s{c[2]}{pdl}={flops / us / 1e6:.1f}TF,{us:.2f}us{clock}{bad}")
         print(f"{dtype} b{b} h{h} d{d} {'causal' if causal else 'full  '} s{s:<6}"
               f"{' mask' if mask is not None else ''} {args.layout}{f' x{len(sets)}' if len(sets) > 1 else ''}",
               "  ".join(cells), flush=True)

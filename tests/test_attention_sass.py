@@ -15,6 +15,10 @@ Issue 7's build rules, checked on every CI run rather than by hand after a tunin
     (item 77: ptxas otherwise puts both rows' maxima ahead of every exponential).
   - the unmasked d64 kernels sum P's rows in their P V product (m64n72k16), not with FADDs
     (item 78).
+  - every sm_90a kernel waits for the grid ahead (griddepcontrol.wait: ACQBULK) before its first
+    global load, store or atomic, since the launcher starts them with programmatic stream
+    serialization (item 107); the warp-specialised ones let the next grid launch
+    (launch_dependents: PREEXIT) only after that.
 
 The translation unit is compiled once (about a minute on two cores) with the build's flags for
 sm_90a. Skipped where nvcc is missing; the SASS test also needs cuobjdump and nvdisasm (the CUDA
@@ -277,4 +281,32 @@ def test_q_descriptors_hoisted(sass):
         if len(groups) < 4:
             bad.append(f"{name}: S products read {sorted(groups)}")
     assert checked >= 10, "expected the unmasked d64 kernels without softcap (fp16, bf16; 1-4 consumers)"
+    assert not bad, "\n".join(bad)
+
+
+# Global-memory instructions (generic LD / ST are left out: before the wait they are the d64
+# kernels' stores of the row sums' ones into shared memory through a generic pointer).
+GLOBAL_ACCESS = re.compile(r"\b(?:LDG|STG|ATOMG|REDG|RED|LDGSTS|UTMALDG|UTMASTG|UTMAPF|UBLKCP)\b")
+
+
+def test_grid_dependency_wait_first(sass):
+    # launch_kernel launches these kernels with programmatic stream serialization: a kernel may
+    # start while the one ahead still writes its inputs, so nothing may reach global memory
+    # before griddepcontrol.wait (item 107).
+    bad, checked = [], 0
+    for name, body in sass_bodies(sass).items():
+        if "flash_fwd_ws_kernel" not in name and "flash_fwd_hopper_kernel" not in name:
+            continue
+        checked += 1
+        waits = [m.start() for m in re.finditer(r"\bACQBULK\b", body)]
+        if len(waits) != 1:
+            bad.append(f"{name}: {len(waits)} ACQBULK")
+            continue
+        early = GLOBAL_ACCESS.findall(body[:waits[0]])
+        if early:
+            bad.append(f"{name}: {sorted(set(early))} before the wait")
+        trigger = body.find("PREEXIT")
+        if "flash_fwd_ws_kernel" in name and trigger < waits[0]:
+            bad.append(f"{name}: no launch_dependents (PREEXIT) after the wait")
+    assert checked >= 20, f"expected the sm_90a attention kernels, found {checked}"
     assert not bad, "\n".join(bad)

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -76,3 +78,20 @@ def test_attention_hooks_by_name():
             _C.attention_set_output_store("tma")
     finally:
         _C.attention_set_output_store(previous)
+
+
+def test_attention_dependent_launch_hook():
+    # On by default; TRT_FASTOPS_ATTENTION_PDL=0 starts the process with it off.
+    previous = _C.attention_set_dependent_launch(False)
+    try:
+        assert _C.attention_set_dependent_launch(True) is False
+        assert _C.attention_set_dependent_launch(True) is True
+    finally:
+        _C.attention_set_dependent_launch(previous)
+    code = "from trt_fastops import _C; print(_C.attention_set_dependent_launch(True))"
+    for env, want in (("0", "False"), ("1", "True"), (None, "True")):
+        environ = {k: v for k, v in os.environ.items() if k != "TRT_FASTOPS_ATTENTION_PDL"}
+        if env is not None:
+            environ["TRT_FASTOPS_ATTENTION_PDL"] = env
+        got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ, check=True)
+        assert got.stdout.strip() == want, (env, got.stdout, got.stderr)

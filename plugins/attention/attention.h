@@ -143,4 +143,13 @@ int attention_set_section_heads(int heads);
 enum class AttentionStore : int { automatic = 0, consumers = 1 };
 AttentionStore attention_set_output_store(AttentionStore store);
 
+// Whether the sm_90a kernels launch with programmatic stream serialization
+// (programmatic dependent launch) from now on, process-wide: a kernel's CTAs
+// may then start, and set up, while the kernel ahead of it in the stream
+// finishes; each waits for that kernel's completion and memory before its
+// first global access, so results are the same either way. Default on;
+// TRT_FASTOPS_ATTENTION_PDL=0 in the environment makes it off. Returns the
+// previous setting.
+bool attention_set_dependent_launch(bool on);
+
 }  // namespace trt_fastops::attention

@@ -19,6 +19,7 @@
 
 #include "plugins/attention/attention_kernels.cuh"
 #include "plugins/attention/wgmma.cuh"
+#include "plugins/common/hopper.cuh"
 
 namespace trt_fastops::attention {
 
@@ -30,6 +31,7 @@ struct HopperConfig {
   static constexpr int THREADS = 256;
   static constexpr bool PERSISTENT = false;  // one CTA per tile
   static constexpr bool Q_BY_TMA = false;    // Q rows come by cp.async from row m0 on (no rows before 0)
+  static constexpr bool GRID_DEPENDENCY = true;  // waits for the grid ahead (grid_dependency_wait)
   static constexpr int TILE_Q = BLOCK_M * D, TILE_KV = BN * D;  // elements
   // Q + two stages of K and V, plus slack to align the tiles to 1024 bytes
   // (the 128-byte swizzle repeats every 8 rows of 128 bytes).
@@ -127,6 +129,9 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM) flash_fwd_ho
   const int g = lane >> 2, t = lane & 3;
   const int wg = warp >> 2;       // warpgroup: query rows 64 * wg ...
   const int warp_row0 = warp * 16;  // this warp's 16 accumulator rows within the tile
+  // Launched with programmatic stream serialization (launch_kernel): wait for the grid ahead.
+  grid_dependency_wait();
+  launch_dependents();
   const BlockWork w = block_work<BM, BN, MASKED>(a, blockIdx.x);
 
   const T* q = static_cast<const T*>(a.q) + w.b * a.q_sb + w.h * a.q_sh + int64_t(w.m0) * a.q_ss;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -194,6 +195,27 @@ AttentionStore attention_set_output_store(AttentionStore store) {
 
 bool output_store_by_tma() {
   return g_output_store.load(std::memory_order_relaxed) == int(AttentionStore::automatic);
+}
+
+namespace {
+std::atomic<int> g_dependent_launch{-1};  // -1: not read from the environment yet
+}  // namespace
+
+bool attention_set_dependent_launch(bool on) {
+  const bool previous = dependent_launch();
+  g_dependent_launch.store(on ? 1 : 0, std::memory_order_relaxed);
+  return previous;
+}
+
+bool dependent_launch() {
+  int on = g_dependent_launch.load(std::memory_order_relaxed);
+  if (on < 0) {
+    const char* env = std::getenv("TRT_FASTOPS_ATTENTION_PDL");
+    on = env != nullptr && std::strcmp(env, "0") == 0 ? 0 : 1;
+    int unset = -1;
+    if (!g_dependent_launch.compare_exchange_strong(unset, on, std::memory_order_relaxed)) on = unset;
+  }
+  return on == 1;
 }
 
 cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {

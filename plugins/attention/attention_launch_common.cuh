@@ -103,12 +103,24 @@ int64_t cached_causal_section_heads(const CausalGrid& g);
 // attention_set_output_store: false while the consumers' own stores are forced.
 bool output_store_by_tma();
 
+// attention_set_dependent_launch's setting (default on; TRT_FASTOPS_ATTENTION_PDL=0 turns it off).
+bool dependent_launch();
+
 
 // CTAs per thread-block cluster of a config (HopperWsConfig::CLUSTER; 1 for configs without).
 template <typename CFG, typename = void>
 struct ClusterOf : std::integral_constant<int, 1> {};
 template <typename CFG>
 struct ClusterOf<CFG, std::void_t<decltype(CFG::CLUSTER)>> : std::integral_constant<int, CFG::CLUSTER> {};
+
+// Whether CFG's kernel waits for the grid ahead before its first global access
+// (HopperConfig / HopperWsConfig::GRID_DEPENDENCY; false for configs without), so that
+// launch_kernel may launch it with programmatic stream serialization.
+template <typename CFG, typename = void>
+struct GridDependencyOf : std::false_type {};
+template <typename CFG>
+struct GridDependencyOf<CFG, std::void_t<decltype(CFG::GRID_DEPENDENCY)>>
+    : std::bool_constant<CFG::GRID_DEPENDENCY> {};
 
 // Whether CFG's kernel reads a tail table (HopperWsConfig::TAIL_TABLE; false for configs without).
 template <typename CFG, typename = void>
@@ -122,22 +134,33 @@ struct PackHeadsOf : std::false_type {};
 template <typename CFG>
 struct PackHeadsOf<CFG, std::void_t<decltype(CFG::PACK_HEADS)>> : std::bool_constant<CFG::PACK_HEADS> {};
 
-// A launch of `blocks` CTAs of CFG's kernel on `stream` in clusters of ClusterOf<CFG> CTAs
-// (`attr`: the configuration's one attribute, the cluster shape).
+// A launch of `blocks` CTAs of CFG's kernel on `stream`: in clusters of ClusterOf<CFG> CTAs
+// where that is above 1, and (`dependent`) with programmatic stream serialization, so the
+// kernel's CTAs may start while the grid ahead finishes (GridDependencyOf). `attrs` holds
+// the attributes (two at most).
 template <typename CFG>
-cudaLaunchConfig_t cluster_launch_config(unsigned blocks, cudaStream_t stream, cudaLaunchAttribute* attr) {
-  *attr = cudaLaunchAttribute{};
-  attr->id = cudaLaunchAttributeClusterDimension;
-  attr->val.clusterDim.x = ClusterOf<CFG>::value;
-  attr->val.clusterDim.y = 1;
-  attr->val.clusterDim.z = 1;
+cudaLaunchConfig_t launch_config(unsigned blocks, cudaStream_t stream, bool dependent, cudaLaunchAttribute (&attrs)[2]) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(blocks, 1, 1);
   cfg.blockDim = dim3(CFG::THREADS, 1, 1);
   cfg.dynamicSmemBytes = CFG::SMEM_BYTES;
   cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 0;
+  if constexpr (ClusterOf<CFG>::value > 1) {
+    cudaLaunchAttribute& attr = attrs[cfg.numAttrs++];
+    attr = cudaLaunchAttribute{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = ClusterOf<CFG>::value;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+  }
+  if (dependent) {
+    cudaLaunchAttribute& attr = attrs[cfg.numAttrs++];
+    attr = cudaLaunchAttribute{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+  }
   return cfg;
 }
 
@@ -152,8 +175,8 @@ cudaError_t max_cluster_ctas(int device, int* most) {
     *most = int(known & 0xffffffff);
     return cudaSuccess;
   }
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = cluster_launch_config<CFG>(CL, nullptr, &attr);
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t cfg = launch_config<CFG>(CL, nullptr, false, attrs);
   int clusters = 0;
   if (const cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, KERNEL, &cfg); err != cudaSuccess) return err;
   if (clusters <= 0) return cudaErrorInvalidConfiguration;
@@ -267,15 +290,15 @@ cudaError_t launch_kernel(const AttentionParams& p, cudaStream_t stream, const E
       if (const cudaError_t err = cudaMemsetAsync(p.workspace, 0, sizeof(int), stream); err != cudaSuccess) return err;
     }
   }
-  if constexpr (ClusterOf<CFG>::value > 1) {
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = cluster_launch_config<CFG>(unsigned(blocks), stream, &attr);
+  const bool dependent = GridDependencyOf<CFG>::value && dependent_launch();
+  if (ClusterOf<CFG>::value > 1 || dependent) {
+    cudaLaunchAttribute attrs[2];
+    const cudaLaunchConfig_t cfg = launch_config<CFG>(unsigned(blocks), stream, dependent, attrs);
     if (const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a, extra...); err != cudaSuccess) return err;
     return cudaGetLastError();
-  } else {
-    kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
-    return cudaGetLastError();
   }
+  kernel<<<unsigned(blocks), CFG::THREADS, CFG::SMEM_BYTES, stream>>>(a, extra...);
+  return cudaGetLastError();
 }
 
 // "flash_fwd<float16,d128,m128,n64,w4,b2>" (the config's NAME); ",masked" / ",unaligned" mark those variants.

@@ -127,4 +127,12 @@ Status graph_uses_clusters(cudaGraph_t graph, bool* uses);
 cudaError_t launch_affine_probe(const float* x, float* y, int64_t n, float a, float b, int cluster_x,
                                 cudaStream_t stream);
 
+// Test kernel for programmatic dependent launch: copies `bytes` (a multiple of
+// 4) from src to dst, but first lets the next grid in the stream launch
+// (griddepcontrol.launch_dependents, compute capability 9.0 and up) and waits
+// `delay_us` microseconds, so a next grid launched with programmatic stream
+// serialization that read dst without waiting for this one would see the old
+// bytes. Returns the launch status; never synchronises.
+cudaError_t launch_late_copy_probe(const void* src, void* dst, int64_t bytes, int64_t delay_us, cudaStream_t stream);
+
 }  // namespace trt_fastops

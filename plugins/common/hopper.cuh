@@ -171,6 +171,23 @@ __device__ __forceinline__ void tma_prefetch_descriptor(const void* tensor_map) 
 #endif
 }
 
+// Programmatic dependent launch. A grid launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization may start before the grid
+// ahead of it in the stream has finished; each thread waits here for that
+// grid's completion and memory before its first global access (a no-op for a
+// grid launched without the attribute). launch_dependents lets the next such
+// grid start launching (its CTAs take SMs as this grid's leave, and wait).
+__device__ __forceinline__ void grid_dependency_wait() {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void launch_dependents() {
+#ifdef TRT_FASTOPS_SM90A
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // Register reallocation between warpgroups: the producer gives registers
 // back, the consumers take them. N is per thread, a multiple of 8.
 template <int N>

@@ -199,6 +199,11 @@ void register_attention_bindings(py::module_& m) {
       "producer warp where the output admits a tensor map) or 'consumers' (each consumer warp's own\n"
       "16-byte stores); returns the previous setting.",
       py::arg("store"));
+  m.def("attention_set_dependent_launch", &attention::attention_set_dependent_launch,
+        "Whether the sm_90a attention kernels launch with programmatic stream serialization from now on,\n"
+        "process-wide (their CTAs start while the kernel ahead finishes, then wait for it; results are the\n"
+        "same either way). Default on; TRT_FASTOPS_ATTENTION_PDL=0 makes it off. Returns the previous setting.",
+        py::arg("on"));
 }
 
 }  // namespace trt_fastops::python

@@ -274,6 +274,23 @@ void register_graph_bindings(py::module_& m) {
       "Test kernel (float32 device pointers): y = a * x + b, launched in clusters of `cluster` blocks\n"
       "(1 = plain launch; clusters need compute capability 9.0). Never synchronises.");
 
+  m.def(
+      "late_copy_probe",
+      [](uintptr_t src, uintptr_t dst, int64_t nbytes, int64_t delay_us, uintptr_t stream) {
+        const cudaError_t err = launch_late_copy_probe(reinterpret_cast<const void*>(src), reinterpret_cast<void*>(dst),
+                                                       nbytes, delay_us, reinterpret_cast<cudaStream_t>(stream));
+        if (err != cudaSuccess) {
+          const std::string what = "launch_late_copy_probe(nbytes=" + std::to_string(nbytes) + ", delay_us=" +
+                                   std::to_string(delay_us) + ")";
+          throw std::runtime_error(cuda_status(err, what.c_str()).message());
+        }
+      },
+      py::arg("src"), py::arg("dst"), py::arg("nbytes"), py::kw_only(), py::arg("delay_us") = 100,
+      py::arg("stream") = 0,
+      "Test kernel (device pointers): copies nbytes (a multiple of 4) from src to dst after letting the next\n"
+      "kernel in the stream launch and waiting delay_us: a kernel launched with programmatic stream\n"
+      "serialization that did not wait for the grid ahead would read dst's old bytes. Never synchronises.");
+
   py::class_<DeviceBuffer>(m, "DeviceBuffer", "Device memory (cudaMalloc), freed when the object is collected")
       .def(py::init<int, size_t>(), py::arg("device"), py::arg("nbytes"))
       .def_property_readonly("ptr", &DeviceBuffer::ptr)

@@ -866,6 +866,92 @@ def test_cluster_tile_under_the_graph_cache(kernel_path):
     assert (cache.stats()["cluster_reinstantiations"], cache.stats()["updates"]) == (1, 0)
 
 
+# ---------------------------------------------------------------------------
+# Programmatic dependent launch: the sm_90a kernels start while the kernel ahead finishes.
+@contextlib.contextmanager
+def dependent_launch(on: bool):
+    """attention_set_dependent_launch(on) for the block, the previous setting restored after it."""
+    native = ops._native()
+    previous = native.attention_set_dependent_launch(on)
+    try:
+        yield
+    finally:
+        native.attention_set_dependent_launch(previous)
+
+
+PDL_CASES = [  # b, hq, hkv, sq, skv, d, causal: packed d64 heads, 192-row causal, d128, d256, GQA
+    (2, 4, 4, 512, 512, 64, False), (2, 4, 2, 700, 700, 64, True), (1, 4, 4, 1024, 1024, 128, False),
+    (1, 2, 2, 300, 900, 256, True),
+]
+
+
+@pytest.mark.parametrize("b,hq,hkv,sq,skv,d,causal", PDL_CASES)
+@pytest.mark.parametrize("late", ["q", "k", "v", "out"])
+def test_dependent_launch_waits_for_the_kernel_ahead(kernel_path, late, b, hq, hkv, sq, skv, d, causal):
+    # The kernel ahead (late_copy_probe) lets the attention launch at once and writes its input
+    # (q, k or v: NaN until then) 300 us later, or copies the output buffer away only then: the
+    # attention must read the new input and write its output only after the copy read it. Same
+    # bits as the launch without the overlap.
+    q, k, v = make_inputs(b, hq, hkv, sq, skv, d, d, torch.float16, seed=sq + d)
+    stream = torch.cuda.current_stream().cuda_stream
+    expected = torch.full_like(q, math.nan)
+    with dependent_launch(False):
+        _forward_raw(q, k, v, expected, scale=0.125, causal=causal)
+    torch.cuda.synchronize()
+    assert not torch.isnan(expected).any()
+    with dependent_launch(True):
+        inputs = {"q": q, "k": k, "v": v}
+        out = torch.full_like(q, math.nan)
+        if late == "out":
+            pattern = torch.randn(out.shape, device="cuda").to(out.dtype)
+            out.copy_(pattern)
+            saved = torch.full_like(out, math.nan)
+            torch.cuda.synchronize()
+            _C.late_copy_probe(out.data_ptr(), saved.data_ptr(), out.numel() * 2, delay_us=300, stream=stream)
+        else:
+            src = inputs[late]
+            inputs[late] = torch.full_like(src, math.nan)
+            torch.cuda.synchronize()
+            _C.late_copy_probe(src.data_ptr(), inputs[late].data_ptr(), src.numel() * 2, delay_us=300, stream=stream)
+        _forward_raw(inputs["q"], inputs["k"], inputs["v"], out, scale=0.125, causal=causal, stream=stream)
+        torch.cuda.synchronize()
+    assert torch.equal(out, expected)
+    if late == "out":
+        assert torch.equal(saved, pattern), "the output was written before the kernel ahead read it"
+
+
+def test_dependent_launch_in_cuda_graph(kernel_path):
+    # A captured late copy and attention (a programmatic edge between them), replayed: each
+    # replay's attention reads the copy's bytes.
+    if kernel_path not in ("auto", "wgmma"):
+        pytest.skip("the sm_90a paths")
+    q, k, v = make_inputs(2, 4, 4, 512, 512, 64, 64, torch.bfloat16, seed=5)
+    expected = torch.full_like(q, math.nan)
+    _forward_raw(q, k, v, expected, scale=0.125)
+    torch.cuda.synchronize()
+    q_late, out = torch.full_like(q, math.nan), torch.full_like(q, math.nan)
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with dependent_launch(True):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            _C.late_copy_probe(q.data_ptr(), q_late.data_ptr(), q.numel() * 2, delay_us=300, stream=side.cuda_stream)
+            _forward_raw(q_late, k, v, out, scale=0.125, stream=side.cuda_stream)
+    for _ in range(3):
+        q_late.fill_(math.nan)
+        out.fill_(math.nan)
+        torch.cuda.synchronize()
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, expected)
+
+
+def test_late_copy_probe_rejects_bad_sizes():
+    buf = torch.zeros(8, dtype=torch.float32, device="cuda")
+    with pytest.raises(RuntimeError, match=r"launch_late_copy_probe\(nbytes=6"):
+        _C.late_copy_probe(buf.data_ptr(), buf.data_ptr(), 6)
+
+
 def test_64k_keys_stay_accurate():
     q, k, v = make_inputs(1, 2, 2, 64, 65536, 128, 128, torch.bfloat16, seed=64)
     check(q, k, v)
