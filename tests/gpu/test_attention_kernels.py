@@ -39,14 +39,20 @@ AUTO_PATHS = ("auto", *TILE_PATHS, *STORE_PATHS)
 
 
 @contextlib.contextmanager
-def forced_schedule(section_mib: int):
-    """attention_set_schedule(section_mib) for the block, the previous schedule restored after it."""
-    native = ops._native()
-    previous = native.attention_set_schedule(section_mib)
+def native_setting(setter: str, value):
+    """_C.<setter>(value) (a process-wide attention hook that returns the previous setting) for the
+    block, the previous setting restored after it."""
+    set_ = getattr(ops._native(), setter)
+    previous = set_(value)
     try:
         yield
     finally:
-        native.attention_set_schedule(previous)
+        set_(previous)
+
+
+def forced_schedule(section_mib: int):
+    """attention_set_schedule(section_mib) for the block, the previous schedule restored after it."""
+    return native_setting("attention_set_schedule", section_mib)
 
 
 def set_kernel_path(name: str) -> tuple[str, int, str]:
@@ -868,15 +874,9 @@ def test_cluster_tile_under_the_graph_cache(kernel_path):
 
 # ---------------------------------------------------------------------------
 # Programmatic dependent launch: the sm_90a kernels start while the kernel ahead finishes.
-@contextlib.contextmanager
 def dependent_launch(on: bool):
     """attention_set_dependent_launch(on) for the block, the previous setting restored after it."""
-    native = ops._native()
-    previous = native.attention_set_dependent_launch(on)
-    try:
-        yield
-    finally:
-        native.attention_set_dependent_launch(previous)
+    return native_setting("attention_set_dependent_launch", on)
 
 
 PDL_CASES = [  # b, hq, hkv, sq, skv, d, causal: packed d64 heads, 192-row causal, d128, d256, GQA
