@@ -924,7 +924,7 @@ def test_dependent_launch_in_cuda_graph(kernel_path):
     # A captured late copy and attention (a programmatic edge between them), replayed: each
     # replay's attention reads the copy's bytes.
     if kernel_path not in ("auto", "wgmma"):
-        pytest.skip("the sm_90a paths")
+        pytest.skip("one path per sm_90a kernel family (auto: warp-specialised, wgmma: plain)")
     q, k, v = make_inputs(2, 4, 4, 512, 512, 64, 64, torch.bfloat16, seed=5)
     expected = torch.full_like(q, math.nan)
     _forward_raw(q, k, v, expected, scale=0.125)
