@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "plugins/common/graph_cache.h"
+#include "plugins/common/hopper.cuh"
 
 namespace trt_fastops {
 namespace {
@@ -23,8 +24,8 @@ __global__ void affine_probe_kernel(const float* __restrict__ x, float* __restri
 
 __global__ void late_copy_probe_kernel(const uint32_t* __restrict__ src, uint32_t* __restrict__ dst, int64_t words,
                                        uint64_t delay_ns) {
+  launch_dependents();
 #if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   uint64_t start = 0, now = 0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   do {

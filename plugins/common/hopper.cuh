@@ -177,13 +177,14 @@ __device__ __forceinline__ void tma_prefetch_descriptor(const void* tensor_map) 
 // grid's completion and memory before its first global access (a no-op for a
 // grid launched without the attribute). launch_dependents lets the next such
 // grid start launching (its CTAs take SMs as this grid's leave, and wait).
+// Plain sm_90 PTX (not only sm_90a); nothing below compute capability 9.0.
 __device__ __forceinline__ void grid_dependency_wait() {
-#ifdef TRT_FASTOPS_SM90A
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void launch_dependents() {
-#ifdef TRT_FASTOPS_SM90A
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
