@@ -21,13 +21,23 @@ Timing: after warm-up, the average of `reps` back-to-back calls between two CUDA
 Ours and the baselines are timed interleaved: each trial times every one of them once, in an
 order rotated from trial to trial, so a drift of the machine (clocks, temperature) lands on all
 of them alike. Each timed block comes after `settle_ms` of untimed back-to-back calls of the same
-callable: the H100 runs these kernels power-bound, and its clocks take 100-150 ms to settle after
-a change of kernel (a kernel after a lighter one runs up to 10 % fast for ~50 ms, then
+callable: the H100 and H200 run these kernels power-bound, and their clocks take 100-150 ms to settle
+after a change of kernel (a kernel after a lighter one runs up to 10 % fast for ~50 ms, then
 overshoots), so without it a block's time depends on what ran before it
-(bench/NOTES-attention-log.md item 50). Every backend's output is checked against ours before it is
-timed. The sm80 kernel and the tile sweep are timed on their own, after.
+(bench/NOTES-attention-log.md item 50). 250 ms was not enough where hot kernels (cuDNN, ORT's
+cuDNN-based MultiHeadAttention, FlashAttention-3) ran before ours: with the ORT column in the
+rotation ours read 2.2 % slower (geomean, up to 6 % a case) than without it on the same machine,
+torch flash level; at 1000 ms the two read alike (0.4 %; item 109), so that is the default. Every
+backend's output is checked against ours before it is timed. The sm80 kernel and the tile sweep are
+timed on their own, after.
+
+A full run with ORT and FA3 then takes ~16 minutes; to stay within a 10-minute job, run it in two
+halves and merge them (the cases must be disjoint, the GPU and the timing method the same):
 
     python scripts/bench_attention.py                      # full table -> bench/results/attention.json
+    python scripts/bench_attention.py --dtypes float16 --out /tmp/fp16.json
+    python scripts/bench_attention.py --dtypes bfloat16 --out /tmp/bf16.json
+    python scripts/bench_attention.py --merge /tmp/fp16.json /tmp/bf16.json   # -> bench/results/attention.json
     python scripts/bench_attention.py --seqlens 1024 4096 --dims 128 --dtypes float16
     # issue 7's bars of saved runs (no GPU): each run's, and with several files their per-case
     # medians and the cases below a bar in every run
@@ -42,6 +52,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import re
 import statistics
 import sys
 import time
@@ -73,10 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--trials", type=int, default=3)
-    ap.add_argument("--settle-ms", type=float, default=250.0, metavar="MS",
+    ap.add_argument("--settle-ms", type=float, default=1000.0, metavar="MS",
                     help="untimed back-to-back calls of each callable for this long right before each of its "
-                         "timed blocks, so each is timed at its own steady clocks (0: each block right after the "
-                         "previous callable's, the burst timing of results before 2026-11-27 14:30)")
+                         "timed blocks, so each is timed at its own steady clocks (250: results from 2026-11-27 "
+                         "14:30 to 2026-11-29; 0: each block right after the previous callable's, the burst "
+                         "timing of results before that)")
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
     ap.add_argument("--fa3", type=Path, default=None, metavar="LIB",
                     help="also time FlashAttention-3 (libfa3_bench.so from scripts/build_fa3.sh)")
@@ -91,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--bars", type=Path, nargs="+", default=None, metavar="JSON",
                     help="no timing: print issue 7's bars for these saved results (with several, also per-case "
                          "medians over them and the cases below a bar in every one)")
+    ap.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
+                    help="no timing: combine saved runs of disjoint cases (same GPU, same timing method) into "
+                         "--out, e.g. a full run made in two halves by --dtypes")
     return ap
 
 
@@ -493,18 +508,28 @@ def pooled(runs: list[list[dict]]) -> list[dict]:
     return out
 
 
+def settle_of(doc: dict) -> str:
+    """A saved run's settle time as its method states it ('250 ms'), or 'none' (burst timing)."""
+    found = re.search(r"after ([0-9.]+) ms of untimed", doc.get("method", ""))
+    return f"{found.group(1)} ms" if found else "none"
+
+
 def bars_report(paths: list[Path]) -> str:
     """Issue 7's bars of saved results: each run's; with several, their per-case medians and the
     cases below a bar in every run (a case some run lacks is not among them)."""
     docs = [json.loads(Path(p).read_text()) for p in paths]
     parts = []
     for path, doc in zip(paths, docs):
-        parts.append(f"{path}: {doc.get('gpu')}, {doc.get('date')}, dense GEMM {doc.get('gemm_bf16_tflops')} TFLOP/s")
+        parts.append(f"{path}: {doc.get('gpu')}, {doc.get('date')}, dense GEMM {doc.get('gemm_bf16_tflops')} "
+                     f"TFLOP/s, settle {settle_of(doc)}")
         parts.append(bars(doc["rows"]) or "  no unmasked d64 / d128 rows")
     if len(docs) > 1:
         runs = [doc["rows"] for doc in docs]
         medians = pooled(runs)
         parts.append(f"per-case medians over the {len(docs)} runs")
+        settles = sorted({settle_of(doc) for doc in docs})
+        if len(settles) > 1:
+            parts.append(f"  (these runs were timed differently: settle {', '.join(settles)})")
         parts.append(bars(medians) or "  no unmasked d64 / d128 rows")
         for name, key, bar, scope in (("flash", "x_flash", FLASH_BAR, 0),
                                       ("cuDNN", "x_cudnn", CUDNN_BAR, RATIO_FROM)):
@@ -516,8 +541,42 @@ def bars_report(paths: list[Path]) -> str:
     return "\n".join(parts)
 
 
+def merge(paths: list[Path]) -> dict:
+    """One results document from saved runs of disjoint cases on one GPU with one timing method:
+    the rows in the given order, the first run's header, and each part's date, time and GEMM rate.
+    Raises ValueError naming the mismatch or the case that repeats."""
+    docs = [json.loads(Path(p).read_text()) for p in paths]
+    first = docs[0]
+    seen: dict[tuple, Path] = {}
+    for path, doc in zip(paths, docs):
+        for key in ("gpu", "method"):
+            if doc.get(key) != first.get(key):
+                raise ValueError(f"{path}: {key} {doc.get(key)!r} differs from {paths[0]}'s {first.get(key)!r}")
+        for r in doc["rows"]:
+            k = _key(r) + (r.get("key_padding", "none"),)
+            if k in seen:
+                raise ValueError(f"{path}: case {_case(r)} is also in {seen[k]}")
+            seen[k] = path
+    doc = {k: v for k, v in first.items() if k not in ("rows", "errors", "seconds")}
+    doc["seconds"] = round(sum(d.get("seconds") or 0 for d in docs), 1)
+    doc["errors"] = [e for d in docs for e in d.get("errors", [])]
+    doc["parts"] = [{"file": str(p), "date": d.get("date"), "seconds": d.get("seconds"),
+                     "gemm_bf16_tflops": d.get("gemm_bf16_tflops")} for p, d in zip(paths, docs)]
+    doc["rows"] = [r for d in docs for r in d["rows"]]
+    return doc
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.merge:
+        try:
+            doc = merge(args.merge)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"bench_attention --merge: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
+        summary = bars(doc["rows"])
+        table_text = table(doc["rows"], doc.get("gemm_bf16_tflops"))
+        return write_results(args.out, doc, doc["errors"], table_text + (f"\n{summary}" if summary else ""))
     if args.bars:
         try:
             print(bars_report(args.bars))

@@ -87,7 +87,8 @@ def test_one_callable_settles_once():
 
 
 def test_method_names_the_settle_time():
-    assert "each block after 250 ms of untimed back-to-back calls" in ba.method(ba.build_parser().parse_args([]))
+    assert "each block after 1000 ms of untimed back-to-back calls" in ba.method(ba.build_parser().parse_args([]))
+    assert "after 250 ms of untimed" in ba.method(ba.build_parser().parse_args(["--settle-ms", "250"]))
     assert "untimed" not in ba.method(ba.build_parser().parse_args(["--settle-ms", "0"]))
 
 
@@ -164,6 +165,63 @@ def test_bars_report_pools_runs_and_names_the_cases_below_in_every_run(tmp_path,
     assert "float16 d64 non-causal 512 1.545" in medians and "float16 d64 non-causal 1024 1.620" not in medians
     assert "below flash in every run: float16 d64 non-causal 512\n" in out
     assert "below cuDNN in every run: none" in out
+
+
+def _saved(tmp_path, name, rows, settle_ms=1000, gpu="H200", date="d"):
+    import json
+
+    path = tmp_path / name
+    method = ba.method(ba.build_parser().parse_args(["--settle-ms", str(settle_ms)]))
+    path.write_text(json.dumps({"benchmark": "attention", "gpu": gpu, "date": date, "gemm_bf16_tflops": 680.0,
+                                "method": method, "seconds": 100.0, "errors": [], "rows": rows}))
+    return path
+
+
+def test_bars_report_names_each_runs_settle_and_flags_mixed_timing(tmp_path, capsys):
+    old = _saved(tmp_path, "old.json", _bar_run(), settle_ms=250)
+    new = _saved(tmp_path, "new.json", _bar_run())
+    assert ba.main(["--bars", str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "settle 1000 ms" in out and "timed differently" not in out
+    assert ba.main(["--bars", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "settle 250 ms" in out and "(these runs were timed differently: settle 1000 ms, 250 ms)" in out
+
+
+def _halves():
+    rows = _bar_run()
+    fp16, bf16 = rows, [dict(r, dtype="bfloat16") for r in rows]
+    return fp16, bf16
+
+
+def test_merge_joins_two_halves_of_a_run(tmp_path, capsys):
+    import json
+
+    fp16, bf16 = _halves()
+    a = _saved(tmp_path, "a.json", fp16, date="first")
+    b = _saved(tmp_path, "b.json", bf16, date="second")
+    out = tmp_path / "merged.json"
+    assert ba.main(["--merge", str(a), str(b), "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [r["dtype"] for r in doc["rows"]] == ["float16"] * 8 + ["bfloat16"] * 8
+    assert doc["date"] == "first" and doc["seconds"] == 200.0
+    assert [p["date"] for p in doc["parts"]] == ["first", "second"]
+    assert "flash on 16 of 16 cases" in capsys.readouterr().out  # the bars of the merged rows
+
+
+@pytest.mark.parametrize("what", ["overlap", "method", "gpu"])
+def test_merge_refuses_runs_that_do_not_make_one(tmp_path, capsys, what):
+    fp16, bf16 = _halves()
+    a = _saved(tmp_path, "a.json", fp16)
+    b = {"overlap": lambda: _saved(tmp_path, "b.json", fp16),
+         "method": lambda: _saved(tmp_path, "b.json", bf16, settle_ms=250),
+         "gpu": lambda: _saved(tmp_path, "b.json", bf16, gpu="H100")}[what]()
+    out = tmp_path / "merged.json"
+    assert ba.main(["--merge", str(a), str(b), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "bench_attention --merge: ValueError" in err
+    assert {"overlap": "float16 d64 non-causal 512 is also in", "method": "method", "gpu": "gpu 'H100'"}[what] in err
+    assert not out.exists()
 
 
 def test_bars_report_refuses_an_unreadable_file(tmp_path, capsys):
