@@ -32,7 +32,7 @@ backend's output is checked against ours before it is timed. The sm80 kernel and
 timed on their own, after.
 
 A full run with ORT and FA3 then takes ~16 minutes; to stay within a 10-minute job, run it in two
-halves and merge them (the cases must be disjoint, the GPU and the timing method the same):
+halves and merge them (disjoint cases; the same GPU, timing method and software versions):
 
     python scripts/bench_attention.py                      # full table -> bench/results/attention.json
     python scripts/bench_attention.py --dtypes float16 --out /tmp/fp16.json
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="no timing: print issue 7's bars for these saved results (with several, also per-case "
                          "medians over them and the cases below a bar in every one)")
     ap.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
-                    help="no timing: combine saved runs of disjoint cases (same GPU, same timing method) into "
+                    help="no timing: combine saved runs of disjoint cases (same GPU, timing method and versions) into "
                          "--out, e.g. a full run made in two halves by --dtypes")
     return ap
 
@@ -542,14 +542,15 @@ def bars_report(paths: list[Path]) -> str:
 
 
 def merge(paths: list[Path]) -> dict:
-    """One results document from saved runs of disjoint cases on one GPU with one timing method:
-    the rows in the given order, the first run's header, and each part's date, time and GEMM rate.
-    Raises ValueError naming the mismatch or the case that repeats."""
+    """One results document from saved runs of disjoint cases on one GPU with one timing method and
+    the same software (so the same baselines): the rows in the given order, the first run's header,
+    and each part's date, time and GEMM rate. Raises ValueError naming the mismatch or the case
+    that repeats."""
     docs = [json.loads(Path(p).read_text()) for p in paths]
     first = docs[0]
     seen: dict[tuple, Path] = {}
     for path, doc in zip(paths, docs):
-        for key in ("gpu", "method"):
+        for key in ("gpu", "method", "versions"):
             if doc.get(key) != first.get(key):
                 raise ValueError(f"{path}: {key} {doc.get(key)!r} differs from {paths[0]}'s {first.get(key)!r}")
         for r in doc["rows"]:

@@ -167,13 +167,14 @@ def test_bars_report_pools_runs_and_names_the_cases_below_in_every_run(tmp_path,
     assert "below cuDNN in every run: none" in out
 
 
-def _saved(tmp_path, name, rows, settle_ms=1000, gpu="H200", date="d"):
+def _saved(tmp_path, name, rows, settle_ms=1000, gpu="H200", date="d", ort="1.31.1"):
     import json
 
     path = tmp_path / name
     method = ba.method(ba.build_parser().parse_args(["--settle-ms", str(settle_ms)]))
     path.write_text(json.dumps({"benchmark": "attention", "gpu": gpu, "date": date, "gemm_bf16_tflops": 680.0,
-                                "method": method, "seconds": 100.0, "errors": [], "rows": rows}))
+                                "versions": {"torch": "2.11", "onnxruntime": ort}, "method": method,
+                                "seconds": 100.0, "errors": [], "rows": rows}))
     return path
 
 
@@ -209,18 +210,20 @@ def test_merge_joins_two_halves_of_a_run(tmp_path, capsys):
     assert "flash on 16 of 16 cases" in capsys.readouterr().out  # the bars of the merged rows
 
 
-@pytest.mark.parametrize("what", ["overlap", "method", "gpu"])
+@pytest.mark.parametrize("what", ["overlap", "method", "gpu", "versions"])
 def test_merge_refuses_runs_that_do_not_make_one(tmp_path, capsys, what):
     fp16, bf16 = _halves()
     a = _saved(tmp_path, "a.json", fp16)
     b = {"overlap": lambda: _saved(tmp_path, "b.json", fp16),
          "method": lambda: _saved(tmp_path, "b.json", bf16, settle_ms=250),
-         "gpu": lambda: _saved(tmp_path, "b.json", bf16, gpu="H100")}[what]()
+         "gpu": lambda: _saved(tmp_path, "b.json", bf16, gpu="H100"),
+         "versions": lambda: _saved(tmp_path, "b.json", bf16, ort=None)}[what]()
     out = tmp_path / "merged.json"
     assert ba.main(["--merge", str(a), str(b), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "bench_attention --merge: ValueError" in err
-    assert {"overlap": "float16 d64 non-causal 512 is also in", "method": "method", "gpu": "gpu 'H100'"}[what] in err
+    assert {"overlap": "float16 d64 non-causal 512 is also in", "method": "method", "gpu": "gpu 'H100'",
+            "versions": "'onnxruntime': None"}[what] in err
     assert not out.exists()
 
 
