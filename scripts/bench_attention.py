@@ -567,6 +567,13 @@ def merge(paths: list[Path]) -> dict:
     return doc
 
 
+def save(path: Path, doc: dict) -> int:
+    """Writes a results document and prints its errors, table and issue 7's bars (write_results)."""
+    summary = bars(doc["rows"])
+    text = table(doc["rows"], doc.get("gemm_bf16_tflops")) + (f"\n{summary}" if summary else "")
+    return write_results(path, doc, doc["errors"], text)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.merge:
@@ -575,9 +582,7 @@ def main(argv=None) -> int:
         except (OSError, ValueError, KeyError) as e:
             print(f"bench_attention --merge: {type(e).__name__}: {e}", file=sys.stderr)
             return 2
-        summary = bars(doc["rows"])
-        table_text = table(doc["rows"], doc.get("gemm_bf16_tflops"))
-        return write_results(args.out, doc, doc["errors"], table_text + (f"\n{summary}" if summary else ""))
+        return save(args.out, doc)
     if args.bars:
         try:
             print(bars_report(args.bars))
@@ -622,8 +627,7 @@ def main(argv=None) -> int:
            "gemm_bf16_tflops": round(gemm, 1),
            "method": method(args),
            "seconds": round(time.perf_counter() - t0, 1), "errors": errors, "rows": rows}
-    summary = bars(rows)
-    return write_results(args.out, doc, errors, table(rows, gemm) + (f"\n{summary}" if summary else ""))
+    return save(args.out, doc)
 
 
 if __name__ == "__main__":
