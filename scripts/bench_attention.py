@@ -429,12 +429,19 @@ def table(rows: list[dict], gemm: float | None) -> str:
         return f"{v:6.2f}{'!' if key == 'x_flash' and v < 1.0 else ' '}" if isinstance(v, (int, float)) else "     - "
 
     with_fa3 = any("fa3_us" in r for r in rows)
-    lines = [f"TFLOP/s (bf16 dense GEMM ceiling: {gemm:.0f})" if gemm else "TFLOP/s",
+    # A merged run's rows carry their own part's GEMM rate: %gemm is against the ceiling measured
+    # beside them.
+    ceilings = sorted({r["gemm_bf16_tflops"] for r in rows if r.get("gemm_bf16_tflops")} or ({gemm} if gemm else set()))
+    head = (f"TFLOP/s (bf16 dense GEMM ceiling: {ceilings[0]:.0f})" if len(ceilings) == 1 else
+            f"TFLOP/s (bf16 dense GEMM ceiling: {ceilings[0]:.0f}-{ceilings[-1]:.0f}, each row's from its part of the run)"
+            if ceilings else "TFLOP/s")
+    lines = [head,
              f"{'dtype':8s} {'d':>3s} {'causal':6s} {'seqlen':>6s} {'BxH':>7s} {'ours':>7s} {'sm80':>7s} {'flash':>7s} "
              f"{'cudnn':>7s} {'effic':>7s} {'ortMHA':>7s} " + (f"{'fa3':>7s} " if with_fa3 else "") +
              f"{'xflash':>7s} {'xcudnn':>7s} {'xort':>7s} " + (f"{'xfa3':>7s} " if with_fa3 else "") + f"{'%gemm':>6s}"]
     for r in rows:
-        pct = f"{100 * r['ours_tflops'] / gemm:6.1f}" if gemm else f"{'-':>6s}"
+        ceiling = r.get("gemm_bf16_tflops") or gemm
+        pct = f"{100 * r['ours_tflops'] / ceiling:6.1f}" if ceiling else f"{'-':>6s}"
         lines.append(
             f"{r['dtype']:8s} {r['d']:3d} {str(r['causal']):6s} {r['seqlen']:6d} {str(r['batch']) + 'x' + str(r['heads']):>7s} "
             f"{cell(r, 'ours_tflops')} {cell(r, 'sm80_tflops')} {cell(r, 'flash_tflops')} {cell(r, 'cudnn_tflops')} "
@@ -543,9 +550,9 @@ def bars_report(paths: list[Path]) -> str:
 
 def merge(paths: list[Path]) -> dict:
     """One results document from saved runs of disjoint cases on one GPU with one timing method and
-    the same software (so the same baselines): the rows in the given order, the first run's header,
-    and each part's date, time and GEMM rate. Raises ValueError naming the mismatch or the case
-    that repeats."""
+    the same software (so the same baselines): the rows in the given order, each with its part's GEMM
+    rate, the first run's header, and each part's date, time and GEMM rate. Raises ValueError naming
+    the mismatch or the case that repeats."""
     docs = [json.loads(Path(p).read_text()) for p in paths]
     first = docs[0]
     seen: dict[tuple, Path] = {}
@@ -563,7 +570,8 @@ def merge(paths: list[Path]) -> dict:
     doc["errors"] = [e for d in docs for e in d.get("errors", [])]
     doc["parts"] = [{"file": str(p), "date": d.get("date"), "seconds": d.get("seconds"),
                      "gemm_bf16_tflops": d.get("gemm_bf16_tflops")} for p, d in zip(paths, docs)]
-    doc["rows"] = [r for d in docs for r in d["rows"]]
+    doc["rows"] = [{**r, "gemm_bf16_tflops": r.get("gemm_bf16_tflops", d.get("gemm_bf16_tflops"))}
+                   for d in docs for r in d["rows"]]
     return doc
 
 

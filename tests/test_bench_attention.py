@@ -167,12 +167,12 @@ def test_bars_report_pools_runs_and_names_the_cases_below_in_every_run(tmp_path,
     assert "below cuDNN in every run: none" in out
 
 
-def _saved(tmp_path, name, rows, settle_ms=1000, gpu="H200", date="d", ort="1.31.1"):
+def _saved(tmp_path, name, rows, settle_ms=1000, gpu="H200", date="d", ort="1.31.1", gemm=680.0):
     import json
 
     path = tmp_path / name
     method = ba.method(ba.build_parser().parse_args(["--settle-ms", str(settle_ms)]))
-    path.write_text(json.dumps({"benchmark": "attention", "gpu": gpu, "date": date, "gemm_bf16_tflops": 680.0,
+    path.write_text(json.dumps({"benchmark": "attention", "gpu": gpu, "date": date, "gemm_bf16_tflops": gemm,
                                 "versions": {"torch": "2.11", "onnxruntime": ort}, "method": method,
                                 "seconds": 100.0, "errors": [], "rows": rows}))
     return path
@@ -200,14 +200,21 @@ def test_merge_joins_two_halves_of_a_run(tmp_path, capsys):
 
     fp16, bf16 = _halves()
     a = _saved(tmp_path, "a.json", fp16, date="first")
-    b = _saved(tmp_path, "b.json", bf16, date="second")
+    b = _saved(tmp_path, "b.json", bf16, date="second", gemm=700.0)
     out = tmp_path / "merged.json"
     assert ba.main(["--merge", str(a), str(b), "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert [r["dtype"] for r in doc["rows"]] == ["float16"] * 8 + ["bfloat16"] * 8
     assert doc["date"] == "first" and doc["seconds"] == 200.0
     assert [p["date"] for p in doc["parts"]] == ["first", "second"]
-    assert "flash on 16 of 16 cases" in capsys.readouterr().out  # the bars of the merged rows
+    # Each row keeps the GEMM ceiling measured in its own part; %gemm is against that one.
+    assert [r["gemm_bf16_tflops"] for r in doc["rows"]] == [680.0] * 8 + [700.0] * 8
+    out_text = capsys.readouterr().out
+    assert "flash on 16 of 16 cases" in out_text  # the bars of the merged rows
+    assert "ceiling: 680-700, each row's from its part of the run" in out_text
+    rate = doc["rows"][8]["ours_tflops"]
+    first_bf16 = [line for line in out_text.splitlines() if line.startswith("bfloat16")][0]
+    assert first_bf16.split()[-1] == f"{100 * rate / 700.0:.1f}"
 
 
 @pytest.mark.parametrize("what", ["overlap", "method", "gpu", "versions"])
