@@ -523,7 +523,7 @@ def settle_of(doc: dict) -> str:
 
 def bars_report(paths: list[Path]) -> str:
     """Issue 7's bars of saved results: each run's; with several, their per-case medians and the
-    cases below a bar in every run (a case some run lacks is not among them)."""
+    cases below a bar in every run that timed them (with how many runs that was)."""
     docs = [json.loads(Path(p).read_text()) for p in paths]
     parts = []
     for path, doc in zip(paths, docs):
@@ -540,11 +540,19 @@ def bars_report(paths: list[Path]) -> str:
         parts.append(bars(medians) or "  no unmasked d64 / d128 rows")
         for name, key, bar, scope in (("flash", "x_flash", FLASH_BAR, 0),
                                       ("cuDNN", "x_cudnn", CUDNN_BAR, RATIO_FROM)):
-            below_each = [{_key(r) for r in _below([r for r in bar_rows(rows) if r["seqlen"] >= scope], key, bar)}
-                          for rows in runs]
-            always = set.intersection(*below_each)
-            names = [_case(r) for r in medians if _key(r) in always]
-            parts.append(f"  below {name} in every run: {', '.join(names) if names else 'none'}")
+            # Runs of a few cases pool with full ones: a case counts as always below when every
+            # run that timed it has it below.
+            timed: dict[tuple, int] = {}
+            below: dict[tuple, int] = {}
+            for rows in runs:
+                scoped = [r for r in bar_rows(rows) if r["seqlen"] >= scope]
+                for r in scoped:
+                    timed[_key(r)] = timed.get(_key(r), 0) + 1
+                for r in _below(scoped, key, bar):
+                    below[_key(r)] = below.get(_key(r), 0) + 1
+            names = [f"{_case(r)} ({timed[_key(r)]} of {timed[_key(r)]})" for r in medians
+                     if timed.get(_key(r)) and below.get(_key(r)) == timed[_key(r)]]
+            parts.append(f"  below {name} in every run that timed it: {', '.join(names) if names else 'none'}")
     return "\n".join(parts)
 
 
