@@ -429,19 +429,21 @@ def table(rows: list[dict], gemm: float | None) -> str:
         return f"{v:6.2f}{'!' if key == 'x_flash' and v < 1.0 else ' '}" if isinstance(v, (int, float)) else "     - "
 
     with_fa3 = any("fa3_us" in r for r in rows)
-    # A merged run's rows carry their own part's GEMM rate: %gemm is against the ceiling measured
-    # beside them.
-    ceilings = sorted({r["gemm_bf16_tflops"] for r in rows if r.get("gemm_bf16_tflops")} or ({gemm} if gemm else set()))
-    head = (f"TFLOP/s (bf16 dense GEMM ceiling: {ceilings[0]:.0f})" if len(ceilings) == 1 else
-            f"TFLOP/s (bf16 dense GEMM ceiling: {ceilings[0]:.0f}-{ceilings[-1]:.0f}, each row's from its part of the run)"
-            if ceilings else "TFLOP/s")
+    def ceiling(r):  # a merged run's rows carry the GEMM rate measured beside them, in their part
+        return r.get("gemm_bf16_tflops") or gemm
+
+    ceilings = sorted({ceiling(r) for r in rows if ceiling(r)})
+    head = "TFLOP/s"
+    if len(ceilings) == 1:
+        head += f" (bf16 dense GEMM ceiling: {ceilings[0]:.0f})"
+    elif ceilings:
+        head += f" (bf16 dense GEMM ceiling: {ceilings[0]:.0f}-{ceilings[-1]:.0f}, each row's from its part of the run)"
     lines = [head,
              f"{'dtype':8s} {'d':>3s} {'causal':6s} {'seqlen':>6s} {'BxH':>7s} {'ours':>7s} {'sm80':>7s} {'flash':>7s} "
              f"{'cudnn':>7s} {'effic':>7s} {'ortMHA':>7s} " + (f"{'fa3':>7s} " if with_fa3 else "") +
              f"{'xflash':>7s} {'xcudnn':>7s} {'xort':>7s} " + (f"{'xfa3':>7s} " if with_fa3 else "") + f"{'%gemm':>6s}"]
     for r in rows:
-        ceiling = r.get("gemm_bf16_tflops") or gemm
-        pct = f"{100 * r['ours_tflops'] / ceiling:6.1f}" if ceiling else f"{'-':>6s}"
+        pct = f"{100 * r['ours_tflops'] / ceiling(r):6.1f}" if ceiling(r) else f"{'-':>6s}"
         lines.append(
             f"{r['dtype']:8s} {r['d']:3d} {str(r['causal']):6s} {r['seqlen']:6d} {str(r['batch']) + 'x' + str(r['heads']):>7s} "
             f"{cell(r, 'ours_tflops')} {cell(r, 'sm80_tflops')} {cell(r, 'flash_tflops')} {cell(r, 'cudnn_tflops')} "
