@@ -183,6 +183,7 @@ def test_bars_report_counts_a_case_below_in_every_run_that_timed_it(tmp_path, ca
     out = capsys.readouterr().out
     # 512 is below in both runs that timed it; 1k only in one of two.
     assert "below flash in every run that timed it: float16 d64 non-causal 512 (2 of 2)\n" in out
+    assert "float16 d64 non-causal 1024 (" not in out
 
 
 def _saved(tmp_path, name, rows, settle_ms=1000, gpu="H200", date="d", ort="1.31.1", gemm=680.0):
