@@ -31,8 +31,9 @@ torch flash level; at 1000 ms the two read alike (0.4 %; item 109), so that is t
 backend's output is checked against ours before it is timed. The sm80 kernel and the tile sweep are
 timed on their own, after.
 
-A full run with ORT and FA3 then takes ~16 minutes; to stay within a 10-minute job, run it in two
-halves and merge them (disjoint cases; the same GPU, timing method and software versions):
+A full run with ORT and FA3 then takes ~16 minutes; to stay within a 10-minute job, run it in parts
+and merge them (disjoint cases; the same GPU, timing method and software versions; each row keeps
+the GEMM rate its own part measured):
 
     python scripts/bench_attention.py                      # full table -> bench/results/attention.json
     python scripts/bench_attention.py --dtypes float16 --out /tmp/fp16.json
@@ -40,7 +41,7 @@ halves and merge them (disjoint cases; the same GPU, timing method and software 
     python scripts/bench_attention.py --merge /tmp/fp16.json /tmp/bf16.json   # -> bench/results/attention.json
     python scripts/bench_attention.py --seqlens 1024 4096 --dims 128 --dtypes float16
     # issue 7's bars of saved runs (no GPU): each run's, and with several files their per-case
-    # medians and the cases below a bar in every run
+    # medians and the cases below a bar in every run that timed them
     python scripts/bench_attention.py --bars bench/results/attention.json OLDER.json
     # BERT-base with a key-padding mask ([B, 1, 1, S]; sequence 0 padded from S/2, the rest all
     # live), also timed without the mask; the baselines get the same mask (ORT: key lengths):
@@ -56,6 +57,7 @@ import re
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
@@ -102,10 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", type=Path, default=Path("bench/results/attention.json"))
     ap.add_argument("--bars", type=Path, nargs="+", default=None, metavar="JSON",
                     help="no timing: print issue 7's bars for these saved results (with several, also per-case "
-                         "medians over them and the cases below a bar in every one)")
+                         "medians over them and the cases below a bar in every run that timed them)")
     ap.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
                     help="no timing: combine saved runs of disjoint cases (same GPU, timing method and versions) into "
-                         "--out, e.g. a full run made in two halves by --dtypes")
+                         "--out, e.g. a full run made in parts by --dtypes / --dims")
     return ap
 
 
@@ -517,6 +519,11 @@ def pooled(runs: list[list[dict]]) -> list[dict]:
     return out
 
 
+def load_runs(paths: list[Path]) -> list[dict]:
+    """Saved results documents, in the given order."""
+    return [json.loads(Path(p).read_text()) for p in paths]
+
+
 def settle_of(doc: dict) -> str:
     """A saved run's settle time as its method states it ('250 ms'), or 'none' (burst timing)."""
     found = re.search(r"after ([0-9.]+) ms of untimed", doc.get("method", ""))
@@ -526,7 +533,7 @@ def settle_of(doc: dict) -> str:
 def bars_report(paths: list[Path]) -> str:
     """Issue 7's bars of saved results: each run's; with several, their per-case medians and the
     cases below a bar in every run that timed them (with how many runs that was)."""
-    docs = [json.loads(Path(p).read_text()) for p in paths]
+    docs = load_runs(paths)
     parts = []
     for path, doc in zip(paths, docs):
         parts.append(f"{path}: {doc.get('gpu')}, {doc.get('date')}, dense GEMM {doc.get('gemm_bf16_tflops')} "
@@ -544,16 +551,13 @@ def bars_report(paths: list[Path]) -> str:
                                       ("cuDNN", "x_cudnn", CUDNN_BAR, RATIO_FROM)):
             # Runs of a few cases pool with full ones: a case counts as always below when every
             # run that timed it has it below.
-            timed: dict[tuple, int] = {}
-            below: dict[tuple, int] = {}
+            timed, below = Counter(), Counter()
             for rows in runs:
                 scoped = [r for r in bar_rows(rows) if r["seqlen"] >= scope]
-                for r in scoped:
-                    timed[_key(r)] = timed.get(_key(r), 0) + 1
-                for r in _below(scoped, key, bar):
-                    below[_key(r)] = below.get(_key(r), 0) + 1
-            names = [f"{_case(r)} ({timed[_key(r)]} of {timed[_key(r)]})" for r in medians
-                     if timed.get(_key(r)) and below.get(_key(r)) == timed[_key(r)]]
+                timed.update(_key(r) for r in scoped)
+                below.update(_key(r) for r in _below(scoped, key, bar))
+            names = [f"{_case(r)} ({below[_key(r)]} of {below[_key(r)]})" for r in medians
+                     if 0 < below[_key(r)] == timed[_key(r)]]
             parts.append(f"  below {name} in every run that timed it: {', '.join(names) if names else 'none'}")
     return "\n".join(parts)
 
@@ -563,7 +567,7 @@ def merge(paths: list[Path]) -> dict:
     the same software (so the same baselines): the rows in the given order, each with its part's GEMM
     rate, the first run's header, and each part's date, time and GEMM rate. Raises ValueError naming
     the mismatch or the case that repeats."""
-    docs = [json.loads(Path(p).read_text()) for p in paths]
+    docs = load_runs(paths)
     first = docs[0]
     seen: dict[tuple, Path] = {}
     for path, doc in zip(paths, docs):
