@@ -8,14 +8,13 @@ tiles; 13 / 15 that run, a tile's first / last two blocks skipped for the heads 
 previous tile loaded (what keeping them in the ring would save). Skipped loads leave stale K / V
 in shared memory: the outputs are wrong, only the times mean anything. Each mode is settled
 1000 ms before each block of 20 calls, 5 trials rotated (bench_attention's method); then 600 ms
-of calls with nvidia-smi sampling the SM clock and board power every 50 ms (medians of the last
-two thirds). Prints µs, the ratio to the first mode, MHz and W.
+of calls with nvidia-smi sampling the SM clock and board power every 50 ms (SmClockSampler;
+medians of the last two thirds). Prints µs, the ratio to the first mode, MHz and W.
 
     git apply bench/kv_skip.patch && bash scripts/gpu_session.sh build
     python bench/kv_skip_probe.py 0,1,2,3,5,10,13,15 512,1024 float16,bfloat16
 """
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,29 +22,24 @@ from pathlib import Path
 import torch
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the installed trt_fastops wins
+from scripts._bench_common import SmClockSampler  # noqa: E402
 from scripts.bench_attention import time_interleaved  # noqa: E402
 from trt_fastops import ops  # noqa: E402
 
 
-def clocks_during(fn, ms=600.0):
-    """(SM MHz, board W): medians of nvidia-smi's samples over the last two thirds of `ms` of calls."""
-    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
-                            "-lms", "50"], stdout=subprocess.PIPE, text=True)
-    t0 = time.perf_counter()
-    while (time.perf_counter() - t0) * 1e3 < ms:
+def clocks_during(sampler, fn, ms=600.0):
+    """(SM MHz, board W): the sampler's medians over the last two thirds of `ms` of back-to-back calls."""
+    t0 = time.time()
+    while (time.time() - t0) * 1e3 < ms:
         for _ in range(20):
             fn()
         torch.cuda.synchronize()
-    smi.terminate()
-    samples = [tuple(map(float, line.split(","))) for line in smi.communicate()[0].split("\n") if line.strip()]
-    samples = samples[len(samples) // 3:]
-    if not samples:
-        return 0.0, 0.0
-    mhz, watts = sorted(s[0] for s in samples), sorted(s[1] for s in samples)
-    return mhz[len(mhz) // 2], watts[len(watts) // 2]
+    window = [(t0 + ms / 3e3, time.time())]
+    return sampler.median(window) or 0.0, sampler.median(window, column=2) or 0.0
 
 
 def main(modes, seqlens, dtypes):
+    sampler = SmClockSampler(period_ms=50, power=True)
     for dt_name in dtypes:
         dt = getattr(torch, dt_name)
         for s in seqlens:
@@ -63,10 +57,11 @@ def main(modes, seqlens, dtypes):
             us = time_interleaved(torch, fns, reps=20, trials=5, settle_ms=1000.0)
             cells = []
             for m in modes:
-                mhz, watts = clocks_during(fns[m])
+                mhz, watts = clocks_during(sampler, fns[m])
                 cells.append(f"m{m}: {us[m]:.1f} us x{us[modes[0]] / us[m]:.3f} {mhz:.0f} MHz {watts:.0f} W")
             print(dt_name, s, "  ".join(cells), flush=True)
     os.environ.pop("TRT_FASTOPS_PROBE_KV", None)
+    sampler.close()
 
 
 if __name__ == "__main__":

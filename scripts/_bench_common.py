@@ -69,9 +69,10 @@ class SmClockSampler:
     spin kernels after the block reads the card ramping up once the load stops (up to 2.6 GHz
     for an H200 that tops at 1.98). Samples carry nvidia-smi's own timestamps (wall clock, ms),
     so output buffering does not shift them; `median(windows)` pools the samples inside any of the
-    (t0, t1) windows (time.time() values), after waiting up to `wait_s` for one past the last."""
+    (t0, t1) windows (time.time() values), after waiting up to `wait_s` for one past the last.
+    power=True also reads the board's power draw: `median(windows, column=2)` gives its watts."""
 
-    def __init__(self, period_ms: int = 20, lines=None):
+    def __init__(self, period_ms: int = 20, lines=None, power: bool = False):
         import shutil
         import threading
 
@@ -79,7 +80,8 @@ class SmClockSampler:
         self._lock = threading.Lock()
         self._proc = None
         if lines is None:
-            cmd = ["nvidia-smi", "--query-gpu=timestamp,clocks.sm", "--format=csv,noheader,nounits",
+            query = "timestamp,clocks.sm" + (",power.draw" if power else "")
+            cmd = ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits",
                    "-lms", str(period_ms)]
             if shutil.which("stdbuf"):
                 cmd = ["stdbuf", "-oL", *cmd]
@@ -91,10 +93,12 @@ class SmClockSampler:
 
     @staticmethod
     def parse(line: str):
-        """(wall-clock seconds, MHz) from a `timestamp, clocks.sm` line, or None."""
+        """(wall-clock seconds, MHz[, W]) from a `timestamp, clocks.sm[, power.draw]` line, or None."""
+        stamp, *values = (x.strip() for x in line.split(","))
+        if not values:
+            return None
         try:
-            stamp, mhz = (x.strip() for x in line.split(",")[:2])
-            return _dt.datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f").timestamp(), float(mhz)
+            return (_dt.datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f").timestamp(), *map(float, values))
         except ValueError:
             return None
 
@@ -105,8 +109,8 @@ class SmClockSampler:
                 with self._lock:
                     self.samples.append(sample)
 
-    def median(self, windows, wait_s: float = 5.0):
-        """Median MHz of the samples inside the (t0, t1) windows, or None if there are none."""
+    def median(self, windows, wait_s: float = 5.0, column: int = 1):
+        """Median MHz (column 2: W) of the samples inside the (t0, t1) windows, or None if there are none."""
         import statistics
         import time
 
@@ -120,7 +124,7 @@ class SmClockSampler:
                     break
             time.sleep(0.01)
         with self._lock:
-            inside = [mhz for t, mhz in self.samples if any(a <= t <= b for a, b in windows)]
+            inside = [x[column] for x in self.samples if len(x) > column and any(a <= x[0] <= b for a, b in windows)]
         return statistics.median(inside) if inside else None
 
     def close(self) -> None:

@@ -298,3 +298,15 @@ def test_clock_sampler_pools_the_samples_inside_the_windows():
     assert sampler.median([(t + 0.2, t + 0.3)], wait_s=0.05) is None
     assert sampler.median([], wait_s=0.05) is None
     assert bc.SmClockSampler.parse("[N/A], 1500") is None
+
+
+def test_clock_sampler_reads_power_as_a_third_column():
+    bc = _bench_common()
+    t = bc.SmClockSampler.parse("2026/11/29 13:00:00.000, 1500, 690.5")[0]
+    lines = ["2026/11/29 13:00:00.000, 1500, 690.5\n", "2026/11/29 13:00:00.050, 1700, 681.0\n",
+             "2026/11/29 13:00:00.100, 1650, [N/A]\n", "2026/11/29 13:00:00.150, 1600, 684.0\n"]
+    sampler = bc.SmClockSampler(lines=lines, power=True)
+    assert sampler.median([(t, t + 0.2)], wait_s=1) == 1600.0
+    assert sampler.median([(t, t + 0.2)], wait_s=1, column=2) == 684.0
+    assert sampler.median([(t + 0.04, t + 0.2)], wait_s=1, column=2) == 682.5
+    assert bc.SmClockSampler.parse("2026/11/29 13:00:00.000") is None
